@@ -1,0 +1,37 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# nvrs: build the module against a Rust-enabled kernel build tree, and the
+# project's own test, demo and benchmark entry points.
+#
+#   make                      build nvrs.ko against KDIR
+#   make KDIR=<tree>          ... against another (Rust-enabled, fully built) tree
+#   make modules_install      install into /lib/modules/<kernel>/updates
+#   make clean
+#   make demo                 VM with two emulated GPUs showing nvrs at work
+#   make check                every test: host cargo tests, then the VM suites
+#
+# `demo` and `check` install what they need (tests/bootstrap.sh) and use the
+# cached test kernel, whatever KDIR says.
+
+KDIR ?= /lib/modules/$(shell uname -r)/build
+PWD := $(CURDIR)
+
+all: modules
+
+modules:
+	$(MAKE) -C $(KDIR) M=$(PWD) modules
+
+modules_install:
+	$(MAKE) -C $(KDIR) M=$(PWD) INSTALL_MOD_DIR=updates modules_install
+
+clean:
+	$(MAKE) -C $(KDIR) M=$(PWD) clean
+	$(MAKE) -C $(PWD)/tests/consumer clean 2>/dev/null || true
+
+demo:
+	@tests/demo.sh
+
+check:
+	@tests/check.sh
+
+.PHONY: all modules modules_install clean demo check

@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The PCI driver: binding, identification and the framebuffer aperture.
+//!
+//! nvrs binds every NVIDIA function of display class (VGA or 3D controller). With the `emulated`
+//! parameter it also binds QEMU `ivshmem-plain` functions and treats each as a GPU whose
+//! "registers" are the identity block at the start of its shared memory; without it, probe of
+//! such a function returns `-ENODEV` and the function stays free for other drivers.
+//!
+//! Probe reads `PMC_BOOT_0` / `PMC_BOOT_42` (or the identity block), identifies the chip with
+//! [`crate::hwref::ident`], finds the aperture with [`crate::aperture`], registers the GPU in
+//! [`crate::gpu`] and creates `debugfs/nvrs/<pci name>/info`. Every failure is one `dev_err!`
+//! line and an errno; nothing is left behind.
+
+use kernel::{
+    debugfs,
+    device::Core,
+    io::Io,
+    pci::{
+        self,
+        Class,
+        ClassMask,
+        Vendor, //
+    },
+    prelude::*,
+    str::CString,
+    sync::Arc,
+};
+
+use crate::{
+    aperture::{
+        self,
+        NUM_BARS, //
+    },
+    emu_identity::{
+        self,
+        EmuError,
+        EmuIdentity, //
+    },
+    gpu::{
+        self,
+        Aperture,
+        Backend,
+        FbRange,
+        GpuInfo,
+        NvLinkPeers,
+        Registered,
+        Size, //
+    },
+    hwref::ident::{
+        self,
+        IdentError,
+        Identity,
+        PmcBoot0,
+        PmcBoot42, //
+    },
+};
+
+/// PCI device id of QEMU's ivshmem (vendor 0x1af4); `ivshmem-plain` and `ivshmem-doorbell` share
+/// it.
+const IVSHMEM_DEVICE_ID: u32 = 0x1110;
+
+/// The part of NVIDIA's BAR0 nvrs reads: up to and including `PMC_BOOT_42` at 0xa00.
+const BAR0_MIN: usize = 0x1000;
+
+/// What kind of function an id-table entry matched.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Kind {
+    /// An NVIDIA GPU.
+    Nvidia,
+    /// A QEMU ivshmem-plain device, bound only with `emulated=1`.
+    Ivshmem,
+}
+
+kernel::pci_device_table!(
+    PCI_TABLE,
+    <NvrsDriver as pci::Driver>::IdInfo,
+    [
+        // NVIDIA GPUs show up as VGA or 3D controllers.
+        (
+            pci::DeviceId::from_class_and_vendor(
+                Class::DISPLAY_VGA,
+                ClassMask::ClassSubclass,
+                Vendor::NVIDIA
+            ),
+            Kind::Nvidia
+        ),
+        (
+            pci::DeviceId::from_class_and_vendor(
+                Class::DISPLAY_3D,
+                ClassMask::ClassSubclass,
+                Vendor::NVIDIA
+            ),
+            Kind::Nvidia
+        ),
+        (
+            pci::DeviceId::from_id(Vendor::REDHAT_QUMRANET, IVSHMEM_DEVICE_ID),
+            Kind::Ivshmem
+        ),
+    ]
+);
+
+/// The driver.
+pub(crate) struct NvrsDriver;
+
+/// The mapping nvrs keeps for a bound function: NVIDIA's BAR0 (registers) on hardware, the
+/// shared-memory BAR on an emulated GPU. Holding it keeps the region requested for nvrs.
+enum Regs<'bound> {
+    /// Registers could not be mapped; identified by device id.
+    None,
+    /// NVIDIA BAR0.
+    Hardware(pci::Bar<'bound, BAR0_MIN>),
+    /// ivshmem-plain shared memory, starting with the identity block.
+    Emulated(pci::Bar<'bound, { emu_identity::SIZE }>),
+}
+
+/// Driver data of a bound GPU.
+///
+/// Fields drop in declaration order: the debugfs file (which shares `info`) goes first, then
+/// the directory and the registry entry, and the register mapping last.
+#[pin_data]
+pub(crate) struct NvrsGpu<'bound> {
+    #[pin]
+    _info_file: debugfs::File<Arc<GpuInfo>>,
+    _dir: debugfs::Dir,
+    _registered: Registered,
+    info: Arc<GpuInfo>,
+    _regs: Regs<'bound>,
+}
+
+impl pci::Driver for NvrsDriver {
+    type IdInfo = Kind;
+    type Data<'bound> = NvrsGpu<'bound>;
+    const ID_TABLE: pci::IdTable<Self::IdInfo> = &PCI_TABLE;
+
+    fn probe<'bound>(
+        pdev: &'bound pci::Device<Core<'_>>,
+        info: Option<&'bound Self::IdInfo>,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        pin_init::pin_init_scope(move || {
+            let kind = *info.ok_or(ENODEV)?;
+            if kind == Kind::Ivshmem && !crate::emulated() {
+                return Err(ENODEV);
+            }
+            pdev.enable_device_mem()
+                .inspect_err(|e| dev_err!(pdev, "cannot enable device memory: {e:?}\n"))?;
+            let aperture = find_aperture(pdev)?;
+            let (probed, regs) = match kind {
+                Kind::Nvidia => probe_hardware(pdev, aperture)?,
+                Kind::Ivshmem => probe_emulated(pdev, aperture)?,
+            };
+            let name = CString::try_from(pdev.as_ref().name())?;
+            let info = Arc::new(
+                GpuInfo {
+                    name,
+                    backend: probed.backend,
+                    ident: probed.ident,
+                    boot0: probed.boot0,
+                    boot42: probed.boot42,
+                    device_id: probed.device_id,
+                    aperture,
+                    fb: probed.fb,
+                    uuid: probed.uuid,
+                    emu_index: probed.emu_index,
+                    nvlink: probed.nvlink,
+                },
+                GFP_KERNEL,
+            )?;
+            let dir = gpu::debugfs_dir(pdev.as_ref().name())?;
+            let registered = Registered::new(info.clone())?;
+            dev_info!(
+                pdev,
+                "{} (chipset {:#x}), {} aperture\n",
+                info.ident.chipset.name,
+                info.ident.chipset.id,
+                Size(aperture.len)
+            );
+            let file_data = info.clone();
+            Ok(try_pin_init!(NvrsGpu {
+                _info_file <- dir.read_callback_file(c"info", file_data, &render_info),
+                _dir: dir,
+                _registered: registered,
+                info,
+                _regs: regs,
+            }))
+        })
+    }
+}
+
+fn render_info(info: &Arc<GpuInfo>, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    info.render(f)
+}
+
+/// What the backend-specific part of probe found.
+struct Probed {
+    backend: Backend,
+    ident: Identity,
+    boot0: PmcBoot0,
+    boot42: PmcBoot42,
+    device_id: u16,
+    fb: FbRange,
+    uuid: [u8; 16],
+    emu_index: Option<u8>,
+    nvlink: NvLinkPeers,
+}
+
+/// Finds the framebuffer aperture: the second implemented memory BAR.
+fn find_aperture(pdev: &pci::Device<Core<'_>>) -> Result<Aperture> {
+    let config = pdev.config_space();
+    let mut regs = [0u32; NUM_BARS];
+    let mut lens = [0u64; NUM_BARS];
+    for (i, (reg, len)) in regs.iter_mut().zip(lens.iter_mut()).enumerate() {
+        *reg = config.try_read32(aperture::BAR_OFFSET + 4 * i)?;
+        *len = pdev.resource_len(u32::try_from(i)?)?;
+    }
+    let bar = aperture::framebuffer_bar(&aperture::decode_bars(&regs), &lens)
+        .ok_or(ENODEV)
+        .inspect_err(|_| dev_err!(pdev, "no framebuffer aperture among the BARs\n"))?;
+    Ok(Aperture { bar, phys: pdev.resource_start(bar)?, len: pdev.resource_len(bar)? })
+}
+
+fn ident_error(pdev: &pci::Device<Core<'_>>, e: IdentError) -> Error {
+    match e {
+        IdentError::OffTheBus => dev_err!(pdev, "boot registers read all ones: GPU is off the bus\n"),
+        IdentError::NoId => dev_err!(pdev, "boot registers read zero: cannot identify the GPU\n"),
+        IdentError::UnknownArchitecture(a) => {
+            dev_err!(pdev, "unsupported GPU architecture {a:#x}\n")
+        }
+        IdentError::UnknownChipset(c) => dev_err!(pdev, "unsupported GPU chipset {c:#x}\n"),
+        IdentError::UnknownDeviceId(d) => dev_err!(pdev, "unsupported GPU device id {d:#06x}\n"),
+    }
+    ENODEV
+}
+
+/// Probes a real NVIDIA GPU: reads the boot registers from BAR0, falling back on the PCI device
+/// id when BAR0 cannot be mapped.
+fn probe_hardware<'bound>(
+    pdev: &'bound pci::Device<Core<'_>>,
+    aperture: Aperture,
+) -> Result<(Probed, Regs<'bound>)> {
+    let device_id = pdev.device_id();
+    let (ident, boot0, boot42, regs) = match pdev.iomap_region_sized::<BAR0_MIN>(0, c"nvrs/bar0") {
+        Ok(bar) => {
+            let boot0 = PmcBoot0(bar.read32(PmcBoot0::OFFSET));
+            let boot42 = PmcBoot42(bar.read32(PmcBoot42::OFFSET));
+            let ident = ident::identify(boot0, boot42).map_err(|e| ident_error(pdev, e))?;
+            (ident, boot0, boot42, Regs::Hardware(bar))
+        }
+        Err(_) => {
+            let (ident, coherent) =
+                ident::identify_by_device_id(device_id).map_err(|e| ident_error(pdev, e))?;
+            if coherent {
+                dev_err!(pdev, "coherent (C2C) GPUs without BAR1 are not supported\n");
+                return Err(ENODEV);
+            }
+            (ident, PmcBoot0(0), PmcBoot42(0), Regs::None)
+        }
+    };
+    let probed = Probed {
+        backend: Backend::Hardware,
+        ident,
+        boot0,
+        boot42,
+        device_id,
+        // TODO: the usable framebuffer size comes from the GPU's firmware once nvrs boots
+        // GSP; until then the whole aperture is described and nothing hands it out.
+        fb: FbRange { offset: 0, size: aperture.len },
+        uuid: [0; 16],
+        emu_index: None,
+        nvlink: NvLinkPeers::default(),
+    };
+    Ok((probed, regs))
+}
+
+fn emu_error(pdev: &pci::Device<Core<'_>>, e: EmuError) -> Error {
+    match e {
+        EmuError::BadMagic(m) => dev_err!(pdev, "no emulated-GPU identity block (magic {m:#010x})\n"),
+        EmuError::BadVersion(v) => dev_err!(pdev, "emulated-GPU identity block version {v} unsupported\n"),
+        EmuError::BadSize(s) => dev_err!(pdev, "emulated-GPU identity block too small ({s} bytes)\n"),
+        EmuError::BadFbOffset(o) => dev_err!(pdev, "emulated-GPU fb_offset {o:#x} invalid\n"),
+        EmuError::BadFbSize(s) => dev_err!(pdev, "emulated-GPU fb_size {s:#x} exceeds the BAR\n"),
+        EmuError::BadIndex(i) => dev_err!(pdev, "emulated-GPU index {i} out of range\n"),
+        EmuError::Reserved => dev_err!(pdev, "emulated-GPU identity block reserved bytes set\n"),
+    }
+    EINVAL
+}
+
+/// Probes an emulated GPU: reads and validates the identity block, then identifies the chip from
+/// the boot-register values it carries.
+fn probe_emulated<'bound>(
+    pdev: &'bound pci::Device<Core<'_>>,
+    aperture: Aperture,
+) -> Result<(Probed, Regs<'bound>)> {
+    if aperture.bar != emu_identity::BAR {
+        dev_err!(pdev, "ivshmem shared memory is not at BAR{}\n", emu_identity::BAR);
+        return Err(ENODEV);
+    }
+    let bar = pdev
+        .iomap_region_sized::<{ emu_identity::SIZE }>(aperture.bar, c"nvrs/aperture")
+        .inspect_err(|e| dev_err!(pdev, "cannot map the shared memory: {e:?}\n"))?;
+    let mut block = [0u8; emu_identity::SIZE];
+    for (i, chunk) in block.chunks_exact_mut(4).enumerate() {
+        chunk.copy_from_slice(&bar.try_read32(4 * i)?.to_le_bytes());
+    }
+    let id = EmuIdentity::parse(&block, aperture.len).map_err(|e| emu_error(pdev, e))?;
+    let ident = ident::identify(id.boot0, id.boot42).map_err(|e| ident_error(pdev, e))?;
+    let probed = Probed {
+        backend: Backend::Emulated,
+        ident,
+        boot0: id.boot0,
+        boot42: id.boot42,
+        device_id: id.pci_device_id,
+        fb: FbRange { offset: id.fb_offset, size: id.fb_size },
+        uuid: id.uuid,
+        emu_index: Some(id.gpu_index),
+        nvlink: NvLinkPeers { peers: id.nvlink_peers, links_per_peer: id.nvlinks_per_peer },
+    };
+    Ok((probed, Regs::Emulated(bar)))
+}

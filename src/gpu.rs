@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What nvrs knows about one bound GPU, and the registry of bound GPUs.
+//!
+//! A [`GpuInfo`] is built once at probe time and never changes; it is shared (`Arc`) between the
+//! driver data, the GPU's debugfs `info` file and the registry. The registry lets code that is
+//! not handed a PCI device (exported functions, KUnit suites) find the bound GPUs.
+//!
+//! # Locking
+//!
+//! [`GPUS`] is a mutex around a short vector; it is taken only at probe, remove and lookup, never
+//! while another nvrs lock is held.
+
+use core::fmt;
+
+use kernel::{
+    debugfs,
+    prelude::*,
+    str::CString,
+    sync::{
+        Arc,
+        Mutex, //
+    },
+};
+
+use crate::hwref::{
+    ident::{
+        IdentSource,
+        Identity,
+        PmcBoot0,
+        PmcBoot42, //
+    },
+    SizeMask,
+};
+
+/// Where a GPU's identity and memory come from.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Backend {
+    /// A real NVIDIA GPU: registers in BAR0, framebuffer aperture in BAR1.
+    Hardware,
+    /// A QEMU ivshmem-plain device with an identity block (`emulated=1`).
+    Emulated,
+}
+
+/// The framebuffer aperture: the BAR through which peers and the CPU reach GPU memory.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Aperture {
+    /// Linux resource index of the BAR.
+    pub(crate) bar: u32,
+    /// CPU physical address of the BAR.
+    pub(crate) phys: u64,
+    /// Length of the BAR in bytes.
+    pub(crate) len: u64,
+}
+
+/// The part of the aperture that is GPU memory nvrs may hand out.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FbRange {
+    /// Offset of GPU memory within the aperture.
+    pub(crate) offset: u64,
+    /// Bytes of GPU memory.
+    pub(crate) size: u64,
+}
+
+/// NVLink connectivity declared for a GPU.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct NvLinkPeers {
+    /// Bit `i`: links to emulated GPU `i`.
+    pub(crate) peers: u32,
+    /// Links to each peer.
+    pub(crate) links_per_peer: u8,
+}
+
+/// Everything nvrs learned about a GPU at probe time.
+pub(crate) struct GpuInfo {
+    /// PCI name, e.g. `0000:03:00.0`.
+    pub(crate) name: CString,
+    /// Hardware or emulated.
+    pub(crate) backend: Backend,
+    /// The chip and its family table.
+    pub(crate) ident: Identity,
+    /// Raw `PMC_BOOT_0` (zero when identified by device id).
+    pub(crate) boot0: PmcBoot0,
+    /// Raw `PMC_BOOT_42` (zero when identified by device id).
+    pub(crate) boot42: PmcBoot42,
+    /// NVIDIA PCI device id (impersonated, for an emulated GPU).
+    pub(crate) device_id: u16,
+    /// The framebuffer aperture.
+    pub(crate) aperture: Aperture,
+    /// GPU memory within the aperture.
+    pub(crate) fb: FbRange,
+    /// GPU UUID (all zero until read from the GPU's firmware, on hardware).
+    pub(crate) uuid: [u8; 16],
+    /// Emulated GPU index, if emulated.
+    pub(crate) emu_index: Option<u8>,
+    /// Declared NVLink peers.
+    pub(crate) nvlink: NvLinkPeers,
+}
+
+/// Binary (IEC) size formatting: `256 MiB`, `2 GiB`, `640 KiB`.
+pub(crate) struct Size(pub(crate) u64);
+
+impl fmt::Display for Size {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+        let mut v = self.0;
+        let mut unit = 0;
+        while v >= 1024 && v % 1024 == 0 && unit + 1 < UNITS.len() {
+            v /= 1024;
+            unit += 1;
+        }
+        write!(f, "{} {}", v, UNITS[unit])
+    }
+}
+
+/// A GPU UUID in NVIDIA's `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` form.
+pub(crate) struct Uuid<'a>(pub(crate) &'a [u8; 16]);
+
+impl fmt::Display for Uuid<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("GPU-")?;
+        for (i, b) in self.0.iter().enumerate() {
+            if matches!(i, 4 | 6 | 8 | 10) {
+                f.write_str("-")?;
+            }
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+struct Sizes(SizeMask);
+
+impl fmt::Display for Sizes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, s) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            write!(f, "{}", Size(s))?;
+        }
+        Ok(())
+    }
+}
+
+impl GpuInfo {
+    /// Writes the contents of the debugfs `info` file: one `key: value` pair per line.
+    pub(crate) fn render(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = self.ident.table;
+        let c = self.ident.chipset;
+        writeln!(f, "device: {}", self.name.to_str().unwrap_or("?"))?;
+        let backend = match self.backend {
+            Backend::Hardware => "hardware",
+            Backend::Emulated => "emulated (ivshmem-plain)",
+        };
+        writeln!(f, "backend: {backend}")?;
+        if let Some(i) = self.emu_index {
+            writeln!(f, "emulated_index: {i}")?;
+        }
+        writeln!(f, "chip: {}", c.name)?;
+        writeln!(f, "chipset: {:#x}", c.id)?;
+        writeln!(f, "architecture: {} ({:#x}, table {})", t.arch.name(), t.arch.code(), t.name)?;
+        match self.ident.revision {
+            Some(r) => writeln!(f, "revision: {r}")?,
+            None => writeln!(f, "revision: unknown")?,
+        }
+        let source = match self.ident.source {
+            IdentSource::Boot42 => "PMC_BOOT_42",
+            IdentSource::Boot0 => "PMC_BOOT_0",
+            IdentSource::DeviceId => "PCI device id",
+        };
+        writeln!(f, "identified_by: {source}")?;
+        writeln!(f, "pmc_boot_0: {:#010x}", self.boot0.0)?;
+        writeln!(f, "pmc_boot_42: {:#010x}", self.boot42.0)?;
+        writeln!(f, "pci_device_id: 10de:{:04x}", self.device_id)?;
+        writeln!(f, "uuid: {}", Uuid(&self.uuid))?;
+        writeln!(
+            f,
+            "aperture: BAR resource {} at {:#x}, {}",
+            self.aperture.bar,
+            self.aperture.phys,
+            Size(self.aperture.len)
+        )?;
+        writeln!(f, "fb: offset {:#x}, {}", self.fb.offset, Size(self.fb.size))?;
+        writeln!(f, "mmu_va_bits: {}", t.va_bits)?;
+        writeln!(f, "page_sizes: {}", Sizes(t.page_sizes))?;
+        writeln!(f, "pmm_chunk_sizes: {}", Sizes(t.pmm_chunk_sizes))?;
+        writeln!(f, "p2p_page_size: {}", Size(t.p2p_granularity))?;
+        writeln!(f, "pcie_gen: {}", t.pcie_gen)?;
+        match c.nvlink {
+            Some(l) => writeln!(
+                f,
+                "nvlink: version {}, {} links, {} MB/s per link per direction",
+                l.version, l.links, l.link_mbps_per_direction
+            )?,
+            None => writeln!(f, "nvlink: none")?,
+        }
+        writeln!(
+            f,
+            "nvlink_peers: {:#x} ({} links each)",
+            self.nvlink.peers, self.nvlink.links_per_peer
+        )
+    }
+}
+
+/// The registry of bound GPUs and the debugfs root their directories live in.
+pub(crate) struct Registry {
+    gpus: KVec<Arc<GpuInfo>>,
+    debugfs: Option<debugfs::Dir>,
+}
+
+kernel::sync::global_lock! {
+    // SAFETY: `init_registry` calls `init` from the module initialiser, before the driver is
+    // registered and so before any other use.
+    pub(crate) unsafe(uninit) static GPUS: Mutex<Registry> = Registry {
+        gpus: KVec::new(),
+        debugfs: None,
+    };
+}
+
+/// Initialises the registry. Called once, from module init.
+pub(crate) fn init_registry(root: debugfs::Dir) {
+    // SAFETY: Module init runs once, so `init` is called exactly once, before any other use.
+    unsafe { GPUS.init() };
+    GPUS.lock().debugfs = Some(root);
+}
+
+/// Creates the debugfs directory for a GPU, `nvrs/<pci name>/`.
+pub(crate) fn debugfs_dir(name: &CStr) -> Result<debugfs::Dir> {
+    GPUS.lock().debugfs.as_ref().map(|root| root.subdir(name)).ok_or(ENOENT)
+}
+
+/// A GPU's entry in the registry; dropping it removes the GPU.
+pub(crate) struct Registered(Arc<GpuInfo>);
+
+impl Registered {
+    /// Adds `gpu` to the registry.
+    pub(crate) fn new(gpu: Arc<GpuInfo>) -> Result<Self> {
+        GPUS.lock().gpus.push(gpu.clone(), GFP_KERNEL)?;
+        Ok(Self(gpu))
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        GPUS.lock().gpus.retain(|g| !Arc::ptr_eq(g, &self.0));
+    }
+}
+
+/// Number of bound GPUs.
+pub(crate) fn count() -> usize {
+    GPUS.lock().gpus.len()
+}
+
+/// A snapshot of the bound GPUs.
+pub(crate) fn all() -> Result<KVec<Arc<GpuInfo>>> {
+    let reg = GPUS.lock();
+    let mut out = KVec::with_capacity(reg.gpus.len(), GFP_KERNEL)?;
+    for g in reg.gpus.iter() {
+        out.push(g.clone(), GFP_KERNEL)?;
+    }
+    Ok(out)
+}

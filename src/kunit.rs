@@ -1,0 +1,15 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! KUnit suites of nvrs.
+//!
+//! They run when the module is loaded into a kernel built with `CONFIG_KUNIT=y` (the test kernel
+//! of `make check`); other kernels compile them out. Suites over pure logic live next to the
+//! suites over live state so a reader finds every in-kernel test here:
+//!
+//! - `nvrs_ident`: chip identification and the hwref tables, as compiled into the module;
+//! - `nvrs_emu_identity`: the emulated GPU's identity block;
+//! - `nvrs_gpus`: the GPUs this module instance bound in the running kernel.
+
+mod emu_identity;
+mod gpus;
+mod ident;

@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! nvrs: an NVIDIA GPU kernel module for GPUDirect-RDMA-style peer access.
+//!
+//! nvrs binds NVIDIA GPUs, identifies each chip from its boot registers, finds its framebuffer
+//! aperture (BAR1, the window through which peers and the CPU reach GPU memory) and, in later
+//! layers, manages that memory and exports it to in-kernel RDMA drivers through the
+//! `nvidia_p2p_*` API.
+//!
+//! For testing without an NVIDIA GPU, the `emulated` parameter makes nvrs also bind QEMU
+//! `ivshmem-plain` devices whose shared memory carries an identity block
+//! (`include/nvrs_emu_identity.h`); everything above the BAR then runs unchanged in a VM.
+//!
+//! Layout:
+//! - [`driver`]: the PCI driver, probe and remove;
+//! - [`gpu`]: what nvrs knows about one bound GPU, the registry of bound GPUs, debugfs;
+//! - [`aperture`]: finding the framebuffer BAR among a function's BARs;
+//! - [`emu_identity`]: the emulated GPU's identity block;
+//! - `hwref` (top-level `hwref/`): per-architecture tables and chip identification.
+
+use kernel::{
+    debugfs,
+    driver::Registration,
+    pci,
+    prelude::*,
+    InPlaceModule, //
+};
+
+mod aperture;
+mod driver;
+mod emu_identity;
+mod exports;
+mod gpu;
+#[path = "../hwref/mod.rs"]
+mod hwref;
+mod kunit;
+
+/// The module's name, `nvrs`.
+pub(crate) const MODULE_NAME: &CStr = <LocalModule as kernel::ModuleMetadata>::NAME;
+
+module! {
+    type: NvrsModule,
+    name: "nvrs",
+    authors: ["The nvrs developers"],
+    description: "NVIDIA GPU driver with the nvidia_p2p peer-memory API (Rust)",
+    license: "GPL",
+    params: {
+        emulated: bool {
+            default: false,
+            description: "Also bind QEMU ivshmem-plain devices as emulated GPUs (test-beds only)",
+        },
+    },
+}
+
+/// The module: the PCI driver registration and the debugfs root.
+///
+/// Fields drop in declaration order: the driver is unregistered first (removing every GPU and
+/// its debugfs files), then the root directory goes.
+#[pin_data]
+struct NvrsModule {
+    #[pin]
+    _driver: Registration<pci::Adapter<driver::NvrsDriver>>,
+    _debugfs: debugfs::Dir,
+}
+
+impl InPlaceModule for NvrsModule {
+    fn init(module: &'static kernel::ThisModule) -> impl PinInit<Self, Error> {
+        let root = debugfs::Dir::new(MODULE_NAME);
+        gpu::init_registry(root.clone());
+        try_pin_init!(Self {
+            _driver <- Registration::new(MODULE_NAME, module),
+            _debugfs: root,
+        })
+    }
+}
+
+/// Whether the `emulated` module parameter is set.
+pub(crate) fn emulated() -> bool {
+    module_parameters::emulated.value()
+}

@@ -1,0 +1,18 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Host build of nvrs's pure logic.
+//!
+//! The module's files that do not use `kernel::` are compiled here unchanged, under the same
+//! module paths as in `nvrs.ko`, so `cargo test` exercises exactly the code the kernel runs.
+
+#![allow(dead_code)]
+
+#[path = "../../../src/aperture.rs"]
+pub(crate) mod aperture;
+#[path = "../../../src/emu_identity.rs"]
+pub(crate) mod emu_identity;
+#[path = "../../../hwref/mod.rs"]
+pub(crate) mod hwref;
+
+#[cfg(test)]
+mod tests;
