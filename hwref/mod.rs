@@ -63,11 +63,6 @@ impl SizeMask {
         Self(sizes)
     }
 
-    /// The raw mask.
-    pub(crate) const fn bits(self) -> u64 {
-        self.0
-    }
-
     /// Whether `size` is in the set.
     pub(crate) const fn contains(self, size: u64) -> bool {
         size.is_power_of_two() && self.0 & size != 0

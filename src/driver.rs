@@ -109,9 +109,15 @@ enum Regs<'bound> {
     /// Registers could not be mapped; identified by device id.
     None,
     /// NVIDIA BAR0.
-    Hardware(pci::Bar<'bound, BAR0_MIN>),
+    Hardware {
+        /// Held for its `Drop`, which unmaps and releases the region.
+        _bar0: pci::Bar<'bound, BAR0_MIN>,
+    },
     /// ivshmem-plain shared memory, starting with the identity block.
-    Emulated(pci::Bar<'bound, { emu_identity::SIZE }>),
+    Emulated {
+        /// Held for its `Drop`, which unmaps and releases the region.
+        _shmem: pci::Bar<'bound, { emu_identity::SIZE }>,
+    },
 }
 
 /// Driver data of a bound GPU.
@@ -207,10 +213,13 @@ struct Probed {
 /// Finds the framebuffer aperture: the second implemented memory BAR.
 fn find_aperture(pdev: &pci::Device<Core<'_>>) -> Result<Aperture> {
     let config = pdev.config_space();
-    let mut regs = [0u32; NUM_BARS];
+    let mut header = [0u8; aperture::BAR_OFFSET + 4 * NUM_BARS];
+    for (i, dword) in header.chunks_exact_mut(4).enumerate() {
+        dword.copy_from_slice(&config.try_read32(4 * i)?.to_le_bytes());
+    }
+    let regs = aperture::bar_regs(&header).ok_or(EINVAL)?;
     let mut lens = [0u64; NUM_BARS];
-    for (i, (reg, len)) in regs.iter_mut().zip(lens.iter_mut()).enumerate() {
-        *reg = config.try_read32(aperture::BAR_OFFSET + 4 * i)?;
+    for (i, len) in lens.iter_mut().enumerate() {
         *len = pdev.resource_len(u32::try_from(i)?)?;
     }
     let bar = aperture::framebuffer_bar(&aperture::decode_bars(&regs), &lens)
@@ -244,7 +253,7 @@ fn probe_hardware<'bound>(
             let boot0 = PmcBoot0(bar.read32(PmcBoot0::OFFSET));
             let boot42 = PmcBoot42(bar.read32(PmcBoot42::OFFSET));
             let ident = ident::identify(boot0, boot42).map_err(|e| ident_error(pdev, e))?;
-            (ident, boot0, boot42, Regs::Hardware(bar))
+            (ident, boot0, boot42, Regs::Hardware { _bar0: bar })
         }
         Err(_) => {
             let (ident, coherent) =
@@ -282,7 +291,8 @@ fn emu_error(pdev: &pci::Device<Core<'_>>, e: EmuError) -> Error {
         EmuError::BadIndex(i) => dev_err!(pdev, "emulated-GPU index {i} out of range\n"),
         EmuError::Reserved => dev_err!(pdev, "emulated-GPU identity block reserved bytes set\n"),
     }
-    EINVAL
+    // Not a device nvrs can drive; -ENODEV keeps the driver core from adding a second line.
+    ENODEV
 }
 
 /// Probes an emulated GPU: reads and validates the identity block, then identifies the chip from
@@ -315,5 +325,5 @@ fn probe_emulated<'bound>(
         emu_index: Some(id.gpu_index),
         nvlink: NvLinkPeers { peers: id.nvlink_peers, links_per_peer: id.nvlinks_per_peer },
     };
-    Ok((probed, Regs::Emulated(bar)))
+    Ok((probed, Regs::Emulated { _shmem: bar }))
 }

@@ -17,10 +17,7 @@ use kernel::{
     debugfs,
     prelude::*,
     str::CString,
-    sync::{
-        Arc,
-        Mutex, //
-    },
+    sync::Arc,
 };
 
 use crate::hwref::{
@@ -30,7 +27,9 @@ use crate::hwref::{
         PmcBoot0,
         PmcBoot42, //
     },
-    SizeMask,
+    MmuFormat,
+    PeerMmio,
+    SizeMask, //
 };
 
 /// Where a GPU's identity and memory come from.
@@ -113,6 +112,12 @@ impl fmt::Display for Size {
     }
 }
 
+impl kernel::fmt::Display for Size {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
 /// A GPU UUID in NVIDIA's `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` form.
 pub(crate) struct Uuid<'a>(pub(crate) &'a [u8; 16]);
 
@@ -182,11 +187,20 @@ impl GpuInfo {
             Size(self.aperture.len)
         )?;
         writeln!(f, "fb: offset {:#x}, {}", self.fb.offset, Size(self.fb.size))?;
-        writeln!(f, "mmu_va_bits: {}", t.va_bits)?;
+        let mmu = match t.mmu {
+            MmuFormat::Ver1 => "VER1",
+            MmuFormat::Ver2 => "VER2",
+            MmuFormat::Ver3 => "VER3",
+        };
+        writeln!(f, "mmu_format: {mmu}, {}-bit VA", t.va_bits)?;
         writeln!(f, "page_sizes: {}", Sizes(t.page_sizes))?;
         writeln!(f, "pmm_chunk_sizes: {}", Sizes(t.pmm_chunk_sizes))?;
         writeln!(f, "p2p_page_size: {}", Size(t.p2p_granularity))?;
         writeln!(f, "pcie_gen: {}", t.pcie_gen)?;
+        let peer_mmio = match t.peer_mmio {
+            PeerMmio::IommuMappable => "IOMMU-mappable (dma_map_resource)",
+        };
+        writeln!(f, "peer_mmio: {peer_mmio}")?;
         match c.nvlink {
             Some(l) => writeln!(
                 f,
@@ -218,11 +232,24 @@ kernel::sync::global_lock! {
     };
 }
 
-/// Initialises the registry. Called once, from module init.
-pub(crate) fn init_registry(root: debugfs::Dir) {
-    // SAFETY: Module init runs once, so `init` is called exactly once, before any other use.
-    unsafe { GPUS.init() };
-    GPUS.lock().debugfs = Some(root);
+/// Owner of the registry's module-lifetime state; dropping it at module exit releases the
+/// debugfs root (the registry itself is static and outlives every GPU).
+pub(crate) struct RegistryGuard(());
+
+impl RegistryGuard {
+    /// Initialises the registry with the module's debugfs root. Called once, from module init.
+    pub(crate) fn init(root: debugfs::Dir) -> Self {
+        // SAFETY: Module init runs once, so `init` is called exactly once, before any other use.
+        unsafe { GPUS.init() };
+        GPUS.lock().debugfs = Some(root);
+        Self(())
+    }
+}
+
+impl Drop for RegistryGuard {
+    fn drop(&mut self) {
+        GPUS.lock().debugfs = None;
+    }
 }
 
 /// Creates the debugfs directory for a GPU, `nvrs/<pci name>/`.

@@ -52,24 +52,23 @@ module! {
     },
 }
 
-/// The module: the PCI driver registration and the debugfs root.
+/// The module: the PCI driver registration and the GPU registry.
 ///
 /// Fields drop in declaration order: the driver is unregistered first (removing every GPU and
-/// its debugfs files), then the root directory goes.
+/// its debugfs files), then the registry releases the debugfs root.
 #[pin_data]
 struct NvrsModule {
     #[pin]
     _driver: Registration<pci::Adapter<driver::NvrsDriver>>,
-    _debugfs: debugfs::Dir,
+    _registry: gpu::RegistryGuard,
 }
 
 impl InPlaceModule for NvrsModule {
     fn init(module: &'static kernel::ThisModule) -> impl PinInit<Self, Error> {
-        let root = debugfs::Dir::new(MODULE_NAME);
-        gpu::init_registry(root.clone());
+        let registry = gpu::RegistryGuard::init(debugfs::Dir::new(MODULE_NAME));
         try_pin_init!(Self {
             _driver <- Registration::new(MODULE_NAME, module),
-            _debugfs: root,
+            _registry: registry,
         })
     }
 }

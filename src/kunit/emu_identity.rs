@@ -2,6 +2,8 @@
 
 //! KUnit suite `nvrs_emu_identity`: parsing of the emulated GPU's identity block.
 
+use kernel::prelude::*;
+
 #[kunit_tests(nvrs_emu_identity)]
 mod tests {
     use kernel::prelude::*;

@@ -6,6 +6,8 @@
 //! that is the two emulated GPUs; `tests/scenarios/` cross-checks their identities against what
 //! the runner wrote.
 
+use kernel::prelude::*;
+
 #[kunit_tests(nvrs_gpus)]
 mod tests {
     use kernel::prelude::*;

@@ -2,6 +2,8 @@
 
 //! KUnit suite `nvrs_ident`: identification and table consistency inside the kernel.
 
+use kernel::prelude::*;
+
 #[kunit_tests(nvrs_ident)]
 mod tests {
     use kernel::prelude::*;
@@ -21,7 +23,8 @@ mod tests {
         Architecture,
         P2P_PAGE_SIZE,
         ROOT_CHUNK_SIZE,
-        TABLES,
+        SZ_4K,
+        TABLES, //
     };
 
     const A1: Revision = Revision { major: 0xa, minor: 1 };
@@ -33,6 +36,8 @@ mod tests {
         assert_eq!(id.table.arch, Architecture::Hopper);
         assert_eq!(id.source, IdentSource::Boot42);
         assert_eq!(id.revision, Some(A1));
+        let b42 = PmcBoot42(0x180a_1000);
+        assert_eq!((b42.architecture(), b42.implementation(), b42.chip_id()), (0x18, 0, 0x180));
         Ok(())
     }
 
@@ -80,6 +85,7 @@ mod tests {
         for t in TABLES.iter() {
             assert!(t.pmm_chunk_sizes.contains(ROOT_CHUNK_SIZE));
             assert_eq!(t.pmm_chunk_sizes.largest(), Some(ROOT_CHUNK_SIZE));
+            assert_eq!(t.pmm_chunk_sizes.smallest(), Some(SZ_4K));
             assert_eq!(ROOT_CHUNK_SIZE % t.p2p_granularity, 0);
             assert_eq!(t.p2p_granularity, P2P_PAGE_SIZE);
             for c in t.chipsets {

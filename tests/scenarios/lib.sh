@@ -1,0 +1,64 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# TAP helpers for scenario scripts running in the test VM. Every result line
+# is prefixed with "nvrs-tap:" so the runner can tell it from kernel output.
+
+_n=0
+
+ok() {
+	_n=$((_n + 1))
+	echo "nvrs-tap: ok $_n - $*"
+}
+
+not_ok() {
+	_n=$((_n + 1))
+	echo "nvrs-tap: not ok $_n - $*"
+}
+
+# check DESCRIPTION COMMAND...: ok if COMMAND succeeds.
+check() {
+	_d=$1
+	shift
+	if "$@" >/dev/null 2>&1; then ok "$_d"; else not_ok "$_d"; fi
+}
+
+# expect_eq DESCRIPTION EXPECTED ACTUAL
+expect_eq() {
+	if [ "$2" = "$3" ]; then
+		ok "$1"
+	else
+		not_ok "$1 (expected '$2', got '$3')"
+	fi
+}
+
+diag() {
+	echo "nvrs-tap: # $*"
+}
+
+# demo TEXT: a line the demo shows the user.
+demo() {
+	echo "nvrs-demo: $*"
+}
+
+# The PCI functions of vendor:device ($1 $2).
+pci_functions() {
+	for d in /sys/bus/pci/devices/*; do
+		if [ "$(cat $d/vendor)" = "$1" ] && [ "$(cat $d/device)" = "$2" ]; then
+			basename $d
+		fi
+	done
+}
+
+# Functions bound to the nvrs driver.
+nvrs_bound() {
+	ls /sys/bus/pci/drivers/nvrs 2>/dev/null | grep '^0000:' || true
+}
+
+# dmesg lines since the last call of dmesg_mark.
+dmesg_mark() {
+	_dmesg_lines=$(dmesg | wc -l)
+}
+
+dmesg_new() {
+	dmesg | tail -n +$((_dmesg_lines + 1))
+}

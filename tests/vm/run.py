@@ -1,0 +1,343 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Boot the nvrs test VM, run scenario scripts in it, and judge the result.
+
+The VM is QEMU q35 (TCG unless --kvm) with an emulated Intel IOMMU, emulated
+GPUs (ivshmem-plain on memory-backend-file under /dev/shm, so the host sees
+what the guest or a peer device wrote), and QEMU's edu device with a 64-bit DMA
+mask as the DMA peer. By default they sit under an emulated PCIe switch
+(x3130 upstream port, one xio3130 downstream port each); --topology root puts
+them on the root bus instead, across the host bridge.
+
+Before boot, the runner writes an identity block (include/nvrs_emu_identity.h)
+at offset 0 of each emulated GPU's memory. A busybox initramfs mounts the
+usual filesystems and runs each scenario script (tests/scenarios/*.sh) in
+turn; scenarios print TAP lines prefixed with "nvrs-tap:".
+
+The runner captures the serial console, extracts the KTAP output of KUnit
+suites and the scenario TAP, and fails (exit 1) on any failed or missing
+expected test, on an oops, BUG, WARNING, KASAN report or panic, on a hang
+(timeout), or when the expected suites did not run at all. It prints one
+result line per suite and per scenario, and "RESULT: N passed, N failed".
+"""
+
+import argparse
+import gzip
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import uuid as uuidlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.dirname(HERE)
+ROOT = os.path.dirname(TESTS)
+
+MIB = 1 << 20
+ROOT_CHUNK = 2 * MIB
+
+# struct nvrs_emu_identity (include/nvrs_emu_identity.h), little-endian.
+EMU_FORMAT = "<IHHIIHBBIQQ16s8s"
+EMU_MAGIC = 0x5352564E
+EMU_VERSION = 1
+assert struct.calcsize(EMU_FORMAT) == 64
+
+# Chips the emulated GPUs can impersonate: chip id, NVIDIA device id, NVLinks.
+CHIPS = {
+    "GH100": (0x180, 0x2335, 18),  # H200
+    "GA100": (0x170, 0x20B0, 12),  # A100 SXM4
+    "AD102": (0x192, 0x26B5, 0),  # L40
+    "GB100": (0x1A0, 0x2901, 18),  # B200
+    "TU104": (0x164, 0x1EB8, 0),  # T4
+    "GV100": (0x140, 0x1DB4, 6),  # V100 PCIe
+}
+
+
+def boot_regs(chip_id, major=0xA, minor=1):
+    """PMC_BOOT_0 and PMC_BOOT_42 of a chip (hwref/ident.rs documents the fields)."""
+    arch, impl = chip_id >> 4, chip_id & 0xF
+    boot0 = ((arch & 0x1F) << 24) | (impl << 20) | (((arch >> 5) & 1) << 8) | (major << 4) | minor
+    boot42 = ((chip_id & 0x3FF) << 20) | (major << 16) | (minor << 12)
+    return boot0, boot42
+
+
+def identity_block(index, chip, size, peers=0, links=0, magic=EMU_MAGIC, boot42=None):
+    chip_id, dev_id, _ = CHIPS.get(chip, (0, 0, 0))
+    boot0, b42 = boot_regs(chip_id)
+    if boot42 is not None:
+        boot0, b42 = 0, boot42
+    uid = uuidlib.uuid5(uuidlib.NAMESPACE_OID, f"nvrs-emulated-gpu-{index}-{chip}").bytes
+    return struct.pack(EMU_FORMAT, magic, EMU_VERSION, 64, boot0, b42, dev_id, index,
+                       links, peers, ROOT_CHUNK, size - ROOT_CHUNK, uid, bytes(8))
+
+
+class Gpu:
+    """One emulated GPU: a backing file and the identity written into it."""
+
+    def __init__(self, index, chip, size, path, peers=0, links=0, magic=EMU_MAGIC, boot42=None):
+        self.index, self.chip, self.size, self.path = index, chip, size, path
+        with open(path, "wb") as f:
+            f.truncate(size)
+            f.write(identity_block(index, chip, size, peers, links, magic, boot42))
+
+
+def parse_gpu_spec(spec):
+    """CHIP[:MiB], e.g. GH100:256."""
+    chip, _, mib = spec.partition(":")
+    return chip, int(mib or 256) * MIB
+
+
+def build_initramfs(workdir, modules, scenarios, cmdline_env):
+    root = os.path.join(workdir, "initramfs")
+    for d in ("bin", "sbin", "dev", "proc", "sys", "tmp", "lib/modules", "scenarios", "etc"):
+        os.makedirs(os.path.join(root, d), exist_ok=True)
+    busybox = shutil.which("busybox") or "/bin/busybox"
+    shutil.copy(busybox, os.path.join(root, "bin/busybox"))
+    for m in modules:
+        shutil.copy(m, os.path.join(root, "lib/modules", os.path.basename(m)))
+    shutil.copy(os.path.join(TESTS, "scenarios", "lib.sh"), os.path.join(root, "scenarios/lib.sh"))
+    for s in scenarios:
+        shutil.copy(os.path.join(TESTS, "scenarios", s + ".sh"),
+                    os.path.join(root, "scenarios", s + ".sh"))
+    with open(os.path.join(root, "etc/scenarios"), "w") as f:
+        f.write("\n".join(scenarios) + "\n")
+    with open(os.path.join(root, "etc/env"), "w") as f:
+        for k, v in cmdline_env.items():
+            f.write(f"export {k}='{v}'\n")
+    shutil.copy(os.path.join(HERE, "init"), os.path.join(root, "init"))
+    os.chmod(os.path.join(root, "init"), 0o755)
+    out = os.path.join(workdir, "initramfs.cpio.gz")
+    files = subprocess.run(["find", "."], cwd=root, check=True, capture_output=True).stdout
+    cpio = subprocess.run(["cpio", "-o", "-H", "newc", "--quiet"], cwd=root, input=files,
+                          check=True, capture_output=True).stdout
+    with gzip.open(out, "wb", compresslevel=1) as f:
+        f.write(cpio)
+    return out
+
+
+def qemu_command(args, kernel, initrd, gpus):
+    cmd = ["qemu-system-x86_64", "-machine", "q35" + (",kernel-irqchip=split" if args.kvm else ""),
+           "-accel", "kvm" if args.kvm else "tcg", "-m", str(args.mem), "-smp", "2",
+           "-nographic", "-no-reboot", "-nodefaults", "-serial", "stdio",
+           "-device", "intel-iommu,intremap=on,caching-mode=on",
+           "-kernel", kernel, "-initrd", initrd,
+           "-append", "console=ttyS0 panic=-1 oops=panic intel_iommu=on iommu.strict=1 "
+                      "loglevel=7 " + args.append]
+    endpoints = []
+    for g in gpus:
+        cmd += ["-object", f"memory-backend-file,id=gpumem{g.index},size={g.size},"
+                           f"mem-path={g.path},share=on"]
+        endpoints.append(f"ivshmem-plain,memdev=gpumem{g.index}")
+    endpoints.append("edu,dma_mask=0xffffffffffffffff")
+    if args.topology == "switch":
+        cmd += ["-device", "pcie-root-port,id=rp0,chassis=1,slot=1",
+                "-device", "x3130-upstream,id=up0,bus=rp0"]
+        for i, ep in enumerate(endpoints):
+            cmd += ["-device", f"xio3130-downstream,id=dp{i},bus=up0,chassis={10 + i},slot=0",
+                    "-device", f"{ep},bus=dp{i}"]
+    else:
+        for ep in endpoints:
+            cmd += ["-device", ep]
+    return cmd
+
+
+TS = re.compile(r"^\[\s*\d+\.\d+\]\s?")
+RESULT = re.compile(r"^(\s*)(ok|not ok) (\d+) (?:- )?([^#]*?)\s*(#.*)?$")
+SUBTEST = re.compile(r"^(\s*)# Subtest: (\S+)")
+BAD = re.compile(r"(Oops|BUG:|WARNING:|KASAN|Kernel panic|general protection fault|"
+                 r"Unable to handle|UBSAN:|kernel BUG|Call Trace:|refcount_t:|"
+                 r"list_add corruption|unreferenced object)")
+
+
+def parse_console(text):
+    """Returns (suites, scenarios, problems).
+
+    suites: {name: [passed, failed, suite_ok or None]} from KUnit KTAP. A suite runs each
+    time its module is loaded; cases are counted from its first run, and a failure in any
+    later run still counts as a failure.
+    scenarios: {name: [passed, failed, finished]} from "nvrs-tap:" lines.
+    """
+    suites, scenarios, problems = {}, {}, []
+    subtest_at, rerun = {}, {}
+    for raw in text.splitlines():
+        line = TS.sub("", raw.rstrip("\r"))
+        if BAD.search(line) and "nvrs-tap:" not in line:
+            problems.append(line.strip())
+        if line.startswith("nvrs-tap:"):
+            body = line[len("nvrs-tap:"):].strip()
+            m = re.match(r"^begin (\S+)", body)
+            if m:
+                scenarios[m.group(1)] = [0, 0, False]
+                current = m.group(1)
+                continue
+            m = re.match(r"^end (\S+)", body)
+            if m and m.group(1) in scenarios:
+                scenarios[m.group(1)][2] = True
+                continue
+            m = RESULT.match(body)
+            if m and scenarios:
+                cur = scenarios[current]
+                cur[0 if m.group(2) == "ok" else 1] += 1
+            continue
+        m = SUBTEST.match(line)
+        if m:
+            subtest_at[len(m.group(1))] = m.group(2)
+            rerun[len(m.group(1))] = m.group(2) in suites and suites[m.group(2)][2] is not None
+            suites.setdefault(m.group(2), [0, 0, None])
+            continue
+        m = RESULT.match(line)
+        if m:
+            indent, status, name = len(m.group(1)), m.group(2), m.group(4)
+            directive = m.group(5) or ""
+            if indent in subtest_at and indent > 0:
+                s = suites[subtest_at[indent]]
+                if "SKIP" in directive or (rerun.get(indent) and status == "ok"):
+                    continue
+                s[0 if status == "ok" else 1] += 1
+            elif name in suites:
+                if suites[name][2] is None or status != "ok":
+                    suites[name][2] = status == "ok"
+    return suites, scenarios, problems
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kernel", default=os.environ.get("BZIMAGE"), help="bzImage")
+    ap.add_argument("--module", action="append", default=[], help="module to put in the initramfs")
+    ap.add_argument("--scenario", action="append", default=[], help="tests/scenarios/NAME.sh to run")
+    ap.add_argument("--gpu", action="append", default=[], help="emulated GPU CHIP[:MiB] (default GH100, GA100)")
+    ap.add_argument("--nvlink", action="store_true", help="declare an NVLink pair between GPU 0 and 1")
+    ap.add_argument("--bad-gpus", action="store_true",
+                    help="add two ivshmem devices nvrs must refuse: bad magic, unknown chip")
+    ap.add_argument("--topology", choices=["switch", "root"], default="switch")
+    ap.add_argument("--expect-suite", action="append", default=[], help="KUnit suite that must run")
+    ap.add_argument("--mem", type=int, default=1024, help="guest MiB")
+    ap.add_argument("--timeout", type=int, default=300, help="seconds before the VM counts as hung")
+    ap.add_argument("--kvm", action="store_true", help="use KVM (hangs in nested VMs; real hosts only)")
+    ap.add_argument("--append", default="", help="extra kernel command line")
+    ap.add_argument("--log", help="write the console log here")
+    ap.add_argument("--show", choices=["none", "tap", "all"], default="tap",
+                    help="what of the console to echo")
+    ap.add_argument("--host-check", help="python file with check(gpus) run after the VM")
+    args = ap.parse_args()
+
+    if not args.kernel or not os.path.exists(args.kernel):
+        sys.exit("run.py: error: no kernel image (--kernel or $BZIMAGE)")
+    specs = args.gpu or ["GH100", "GA100"]
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    workdir = tempfile.mkdtemp(prefix="nvrs-vm-")
+    gpus = []
+    try:
+        for i, spec in enumerate(specs):
+            chip, size = parse_gpu_spec(spec)
+            if chip not in CHIPS:
+                sys.exit(f"run.py: error: unknown chip {chip} (known: {', '.join(CHIPS)})")
+            peers = links = 0
+            if args.nvlink and i < 2 and len(specs) >= 2:
+                peers, links = 1 << (1 - i), 4
+            path = os.path.join(shm, f"nvrs-{os.getpid()}-gpu{i}")
+            gpus.append(Gpu(i, chip, size, path, peers, links))
+        if args.bad_gpus:
+            n = len(gpus)
+            gpus.append(Gpu(n, "GH100", 4 * MIB, os.path.join(shm, f"nvrs-{os.getpid()}-badmagic"),
+                            magic=0x12345678))
+            # Kepler GK110 (architecture 0x0f): older than any hwref table.
+            gpus.append(Gpu(n + 1, "GH100", 4 * MIB, os.path.join(shm, f"nvrs-{os.getpid()}-kepler"),
+                            boot42=0x0F0A1000))
+        env = {"NVRS_GPUS": str(len(specs)), "NVRS_BAD_GPUS": "1" if args.bad_gpus else "0",
+               "NVRS_TOPOLOGY": args.topology,
+               "NVRS_CHIPS": " ".join(parse_gpu_spec(s)[0] for s in specs)}
+        initrd = build_initramfs(workdir, args.module, args.scenario, env)
+        cmd = qemu_command(args, args.kernel, initrd, gpus)
+        start = time.time()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        chunks, hung = [], False
+        deadline = start + args.timeout
+        os.set_blocking(proc.stdout.fileno(), False)
+        while True:
+            try:
+                data = proc.stdout.read()
+            except BlockingIOError:
+                data = None
+            if data:
+                text = data.decode("utf-8", "replace")
+                chunks.append(text)
+                if args.show == "all":
+                    sys.stdout.write(text)
+                    sys.stdout.flush()
+                elif args.show == "tap":
+                    for ln in text.splitlines():
+                        if "nvrs-tap:" in ln or "nvrs-demo:" in ln:
+                            print(TS.sub("", ln.strip("\r")).replace("nvrs-demo: ", ""), flush=True)
+            elif proc.poll() is not None:
+                break
+            else:
+                time.sleep(0.05)
+            if time.time() > deadline:
+                hung = True
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                break
+        console = "".join(chunks)
+        elapsed = time.time() - start
+        if args.log:
+            with open(args.log, "w") as f:
+                f.write(console)
+        suites, scenarios, problems = parse_console(console)
+        host_results = []
+        if args.host_check:
+            ns = {}
+            exec(compile(open(args.host_check).read(), args.host_check, "exec"), ns)
+            host_results = ns["check"](gpus, console)
+    finally:
+        for g in gpus:
+            try:
+                os.unlink(g.path)
+            except OSError:
+                pass
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    passed = failed = 0
+    lines = []
+    for name, (p, f, ok) in sorted(suites.items()):
+        good = f == 0 and ok is not False and (p > 0)
+        lines.append(f"{'PASS' if good else 'FAIL'} kunit {name}: {p} passed, {f} failed")
+        passed, failed = passed + p, failed + f + (0 if good or f else 1)
+    for name in args.expect_suite:
+        if name not in suites:
+            lines.append(f"FAIL kunit {name}: did not run")
+            failed += 1
+    for name in args.scenario:
+        p, f, done = scenarios.get(name, [0, 0, False])
+        good = f == 0 and done and p > 0
+        why = "" if done else " (did not finish)"
+        lines.append(f"{'PASS' if good else 'FAIL'} scenario {name}: {p} passed, {f} failed{why}")
+        passed, failed = passed + p, failed + f + (0 if good or f else 1)
+    for desc, ok in host_results:
+        lines.append(f"{'PASS' if ok else 'FAIL'} host {desc}")
+        passed, failed = passed + (1 if ok else 0), failed + (0 if ok else 1)
+    if hung:
+        lines.append(f"FAIL vm: no power-off within {args.timeout} s (hang)")
+        failed += 1
+    for p in problems[:10]:
+        lines.append(f"FAIL kernel: {p}")
+    if problems:
+        failed += 1
+    if "reboot: Power down" not in console and not hung:
+        lines.append("FAIL vm: did not power off cleanly")
+        failed += 1
+    print("\n".join(lines))
+    print(f"vm: {args.topology} topology, {len(specs)} emulated GPUs, {elapsed:.1f} s"
+          + (f", log {args.log}" if args.log else ""))
+    print(f"RESULT: {passed} passed, {failed} failed")
+    sys.exit(1 if failed or passed == 0 else 0)
+
+
+if __name__ == "__main__":
+    main()
