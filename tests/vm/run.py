@@ -257,7 +257,7 @@ def main():
         start = time.time()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
-        chunks, hung = [], False
+        chunks, hung, pending = [], False, ""
         deadline = start + args.timeout
         os.set_blocking(proc.stdout.fileno(), False)
         while True:
@@ -272,7 +272,8 @@ def main():
                     sys.stdout.write(text)
                     sys.stdout.flush()
                 elif args.show == "tap":
-                    for ln in text.splitlines():
+                    *complete, pending = (pending + text).split("\n")
+                    for ln in complete:
                         if "nvrs-tap:" in ln or "nvrs-demo:" in ln:
                             print(TS.sub("", ln.strip("\r")).replace("nvrs-demo: ", ""), flush=True)
             elif proc.poll() is not None:

@@ -1,0 +1,113 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# `make check`: every test of nvrs.
+#
+#   1. host: cargo test of the pure logic (tests/host);
+#   2. build: nvrs.ko and the C consumer against the test kernel, warning-free;
+#   3. module metadata: modinfo fields and the GPL export in Module.symvers;
+#   4. VM, PCIe-switch topology: KUnit suites + scenarios, with two
+#      ivshmem devices nvrs must refuse;
+#   5. VM, root-bus topology (devices across the host bridge).
+#
+# Each step adds to the totals; the last line is "N passed, N failed" and the
+# exit status is non-zero if anything failed or did not run.
+
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+set +e
+
+PASSED=0
+FAILED=0
+SUMMARY=()
+
+# record STEP PASSED FAILED
+record() {
+	PASSED=$((PASSED + $2))
+	FAILED=$((FAILED + $3))
+	if [ "$3" -eq 0 ] && [ "$2" -gt 0 ]; then
+		SUMMARY+=("PASS $1: $2 passed")
+	else
+		SUMMARY+=("FAIL $1: $2 passed, $3 failed")
+	fi
+}
+
+finish() {
+	echo
+	echo "==== summary ===="
+	printf '%s\n' "${SUMMARY[@]}"
+	echo "$PASSED passed, $FAILED failed"
+	[ "$FAILED" -eq 0 ] && [ "$PASSED" -gt 0 ]
+	exit $?
+}
+
+step() {
+	echo
+	echo "==== $* ===="
+}
+
+step "bootstrap"
+if ! nvrs_bootstrap; then
+	record bootstrap 0 1
+	finish
+fi
+
+step "host tests (cargo test)"
+log=$OUT/host-tests.log
+cargo test --manifest-path "$ROOT/tests/host/Cargo.toml" 2>&1 | tee "$log" | grep -E '^test |test result'
+p=$(grep -oE '[0-9]+ passed' "$log" | awk '{s += $1} END {print s + 0}')
+f=$(grep -oE '[0-9]+ failed' "$log" | awk '{s += $1} END {print s + 0}')
+if ! grep -q 'test result: ok' "$log"; then f=$((f + 1)); fi
+record "host cargo test" "$p" "$f"
+
+step "build nvrs.ko and the C consumer"
+if nvrs_build; then
+	record build 1 0
+else
+	record build 0 1
+	finish
+fi
+
+step "module metadata"
+mp=0
+mf=0
+meta() {
+	if eval "$2"; then
+		echo "ok - $1"
+		mp=$((mp + 1))
+	else
+		echo "not ok - $1"
+		mf=$((mf + 1))
+	fi
+}
+ko=$ROOT/nvrs.ko
+meta "license GPL" '[ "$(modinfo -F license "$ko")" = GPL ]'
+meta "description" '[ -n "$(modinfo -F description "$ko")" ]'
+meta "parameter emulated documented" 'modinfo -F parm "$ko" | grep -q "^emulated:.*(bool)"'
+meta "alias for NVIDIA 3D controllers" 'modinfo -F alias "$ko" | grep -q "^pci:v000010DEd\*.*bc03sc02i"'
+meta "alias for NVIDIA VGA controllers" 'modinfo -F alias "$ko" | grep -q "^pci:v000010DEd\*.*bc03sc00i"'
+meta "nvrs_gpu_count exported GPL" 'grep -qP "\tnvrs_gpu_count\t.*\tEXPORT_SYMBOL_GPL" "$ROOT/Module.symvers"'
+meta "consumer links only against nvrs" '[ "$(modinfo -F depends "$ROOT/tests/consumer/nvrs_consumer.ko")" = nvrs ]'
+record "module metadata" "$mp" "$mf"
+
+# vm NAME ARGS...: one VM boot; adds its RESULT line to the totals.
+vm() {
+	local name=$1
+	shift
+	step "VM: $name"
+	local log=$OUT/vm-$name.txt
+	python3 "$TESTS/vm/run.py" "${VM_MODULES[@]}" --log "$OUT/vm-$name-console.log" "$@" |
+		tee "$log"
+	local res
+	res=$(grep -E '^RESULT: ' "$log" | tail -n1)
+	if [ -z "$res" ]; then
+		record "vm $name" 0 1
+		return
+	fi
+	record "vm $name" "$(echo "$res" | awk '{print $2}')" "$(echo "$res" | awk '{print $4}')"
+}
+
+KUNIT=(--expect-suite nvrs_ident --expect-suite nvrs_emu_identity --expect-suite nvrs_gpus)
+vm switch --topology switch --bad-gpus --scenario probe "${KUNIT[@]}"
+vm rootbus --topology root --scenario probe "${KUNIT[@]}"
+
+finish

@@ -1,0 +1,42 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Shared by tests/check.sh, tests/demo.sh and tests/bench.sh: bootstrap the
+# machine and build the module and the C consumer against the test kernel.
+
+set -euo pipefail
+
+TESTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(dirname "$TESTS")
+OUT=$ROOT/tests/out
+mkdir -p "$OUT"
+
+# Bring up the toolchain and the cached test kernel, then load its paths.
+nvrs_bootstrap() {
+	local env
+	env=$("$TESTS/bootstrap.sh")
+	# shellcheck disable=SC1090
+	. "$env"
+}
+
+# Build nvrs.ko and tests/consumer/nvrs_consumer.ko against $KDIR.
+nvrs_build() {
+	make -s -C "$ROOT" KDIR="$KDIR" modules >"$OUT/build.log" 2>&1 || {
+		cat "$OUT/build.log"
+		echo "error: building nvrs.ko failed" >&2
+		return 1
+	}
+	make -s -C "$ROOT/tests/consumer" KDIR="$KDIR" \
+		NVRS_SYMVERS="$ROOT/Module.symvers" >>"$OUT/build.log" 2>&1 || {
+		cat "$OUT/build.log"
+		echo "error: building nvrs_consumer.ko failed" >&2
+		return 1
+	}
+	if grep -qE '^(warning|error)' "$OUT/build.log"; then
+		cat "$OUT/build.log"
+		echo "error: the build is not warning-free" >&2
+		return 1
+	fi
+}
+
+# The modules every VM run loads.
+VM_MODULES=(--module "$ROOT/nvrs.ko" --module "$ROOT/tests/consumer/nvrs_consumer.ko")
