@@ -169,6 +169,9 @@ impl pci::Driver for NvrsDriver {
                     uuid: probed.uuid,
                     emu_index: probed.emu_index,
                     nvlink: probed.nvlink,
+                    endpoint: crate::helpers::pci_describe(pdev)
+                        .inspect_err(|e| dev_err!(pdev, "cannot describe PCI position: {e:?}\n"))?,
+                    pdev: pdev.into(),
                 },
                 GFP_KERNEL,
             )?;

@@ -17,8 +17,14 @@ use kernel::{
     debugfs,
     prelude::*,
     str::CString,
-    sync::Arc,
+    pci,
+    sync::{
+        aref::ARef,
+        Arc, //
+    },
 };
+
+use crate::topology::link::Endpoint;
 
 use crate::hwref::{
     ident::{
@@ -94,6 +100,10 @@ pub(crate) struct GpuInfo {
     pub(crate) emu_index: Option<u8>,
     /// Declared NVLink peers.
     pub(crate) nvlink: NvLinkPeers,
+    /// Where the GPU sits in the PCI hierarchy.
+    pub(crate) endpoint: Endpoint,
+    /// The PCI device (a reference, so the registry can outlive a racing unbind safely).
+    pub(crate) pdev: ARef<pci::Device>,
 }
 
 /// Binary (IEC) size formatting: `256 MiB`, `2 GiB`, `640 KiB`.

@@ -16,6 +16,8 @@
 //! - [`gpu`]: what nvrs knows about one bound GPU, the registry of bound GPUs, debugfs;
 //! - [`aperture`]: finding the framebuffer BAR among a function's BARs;
 //! - [`emu_identity`]: the emulated GPU's identity block;
+//! - [`topology`]: links between GPUs and peer devices, and the P2P gate;
+//! - [`helpers`]: the FFI edge to `rust/helpers.c`;
 //! - `hwref` (top-level `hwref/`): per-architecture tables and chip identification.
 
 use kernel::{
@@ -31,9 +33,11 @@ mod driver;
 mod emu_identity;
 mod exports;
 mod gpu;
+mod helpers;
 #[path = "../hwref/mod.rs"]
 mod hwref;
 mod kunit;
+mod topology;
 
 /// The module's name, `nvrs`.
 pub(crate) const MODULE_NAME: &CStr = <LocalModule as kernel::ModuleMetadata>::NAME;
@@ -49,6 +53,17 @@ module! {
             default: false,
             description: "Also bind QEMU ivshmem-plain devices as emulated GPUs (test-beds only)",
         },
+        p2p_topology: u32 {
+            default: 0,
+            description: "P2P topology gate: 0 = by topology (NVLink and PCIe-switch paths allowed, \
+                host-bridge paths if the kernel's P2PDMA check allows them, paths between host \
+                bridges refused), 1 = allow every path, 2 = refuse every path",
+        },
+        peer_device: u32 {
+            default: 0,
+            description: "vendor << 16 | device of PCI functions to list as DMA peers in \
+                debugfs topology besides network controllers (e.g. 0x123411e8: QEMU edu)",
+        },
     },
 }
 
@@ -60,14 +75,18 @@ module! {
 struct NvrsModule {
     #[pin]
     _driver: Registration<pci::Adapter<driver::NvrsDriver>>,
+    #[pin]
+    _topology: debugfs::File<()>,
     _registry: gpu::RegistryGuard,
 }
 
 impl InPlaceModule for NvrsModule {
     fn init(module: &'static kernel::ThisModule) -> impl PinInit<Self, Error> {
-        let registry = gpu::RegistryGuard::init(debugfs::Dir::new(MODULE_NAME));
+        let root = debugfs::Dir::new(MODULE_NAME);
+        let registry = gpu::RegistryGuard::init(root.clone());
         try_pin_init!(Self {
             _driver <- Registration::new(MODULE_NAME, module),
+            _topology <- root.read_callback_file(c"topology", (), &render_topology),
             _registry: registry,
         })
     }
@@ -76,4 +95,18 @@ impl InPlaceModule for NvrsModule {
 /// Whether the `emulated` module parameter is set.
 pub(crate) fn emulated() -> bool {
     module_parameters::emulated.value()
+}
+
+/// The `p2p_topology` module parameter.
+pub(crate) fn p2p_topology() -> u32 {
+    module_parameters::p2p_topology.value()
+}
+
+/// The `peer_device` module parameter.
+pub(crate) fn peer_device() -> u32 {
+    module_parameters::peer_device.value()
+}
+
+fn render_topology(_: &(), f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    topology::render(f)
 }

@@ -8,7 +8,8 @@
 #   3. module metadata: modinfo fields and the GPL export in Module.symvers;
 #   4. VM, PCIe-switch topology: KUnit suites + scenarios, with two
 #      ivshmem devices nvrs must refuse;
-#   5. VM, root-bus topology (devices across the host bridge).
+#   5. VM, root-bus topology (devices across the host bridge), the two GPUs
+#      declaring an NVLink pair.
 #
 # Each step adds to the totals; the last line is "N passed, N failed" and the
 # exit status is non-zero if anything failed or did not run.
@@ -83,6 +84,8 @@ ko=$ROOT/nvrs.ko
 meta "license GPL" '[ "$(modinfo -F license "$ko")" = GPL ]'
 meta "description" '[ -n "$(modinfo -F description "$ko")" ]'
 meta "parameter emulated documented" 'modinfo -F parm "$ko" | grep -q "^emulated:.*(bool)"'
+meta "parameter p2p_topology documented" 'modinfo -F parm "$ko" | grep -q "^p2p_topology:.*(u32)"'
+meta "parameter peer_device documented" 'modinfo -F parm "$ko" | grep -q "^peer_device:.*(u32)"'
 meta "alias for NVIDIA 3D controllers" 'modinfo -F alias "$ko" | grep -q "^pci:v000010DEd\*.*bc03sc02i"'
 meta "alias for NVIDIA VGA controllers" 'modinfo -F alias "$ko" | grep -q "^pci:v000010DEd\*.*bc03sc00i"'
 meta "nvrs_gpu_count exported GPL" 'grep -qP "\tnvrs_gpu_count\t.*\tEXPORT_SYMBOL_GPL" "$ROOT/Module.symvers"'
@@ -106,8 +109,9 @@ vm() {
 	record "vm $name" "$(echo "$res" | awk '{print $2}')" "$(echo "$res" | awk '{print $4}')"
 }
 
-KUNIT=(--expect-suite nvrs_ident --expect-suite nvrs_emu_identity --expect-suite nvrs_gpus)
-vm switch --topology switch --bad-gpus --scenario probe "${KUNIT[@]}"
-vm rootbus --topology root --scenario probe "${KUNIT[@]}"
+KUNIT=(--expect-suite nvrs_ident --expect-suite nvrs_emu_identity --expect-suite nvrs_gpus
+	--expect-suite nvrs_topology)
+vm switch --topology switch --bad-gpus --scenario probe --scenario topology "${KUNIT[@]}"
+vm rootbus-nvlink --topology root --nvlink --scenario probe --scenario topology "${KUNIT[@]}"
 
 finish

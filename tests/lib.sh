@@ -31,7 +31,7 @@ nvrs_build() {
 		echo "error: building nvrs_consumer.ko failed" >&2
 		return 1
 	}
-	if grep -qE '^(warning|error)' "$OUT/build.log"; then
+	if grep -qE '(^|: )(warning|error)' "$OUT/build.log"; then
 		cat "$OUT/build.log"
 		echo "error: the build is not warning-free" >&2
 		return 1

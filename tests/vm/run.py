@@ -250,7 +250,7 @@ def main():
             gpus.append(Gpu(n + 1, "GH100", 4 * MIB, os.path.join(shm, f"nvrs-{os.getpid()}-kepler"),
                             boot42=0x0F0A1000))
         env = {"NVRS_GPUS": str(len(specs)), "NVRS_BAD_GPUS": "1" if args.bad_gpus else "0",
-               "NVRS_TOPOLOGY": args.topology,
+               "NVRS_TOPOLOGY": args.topology, "NVRS_NVLINK": "1" if args.nvlink else "0",
                "NVRS_CHIPS": " ".join(parse_gpu_spec(s)[0] for s in specs)}
         initrd = build_initramfs(workdir, args.module, args.scenario, env)
         cmd = qemu_command(args, args.kernel, initrd, gpus)

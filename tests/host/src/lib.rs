@@ -13,6 +13,9 @@ pub(crate) mod aperture;
 pub(crate) mod emu_identity;
 #[path = "../../../hwref/mod.rs"]
 pub(crate) mod hwref;
+pub(crate) mod topology;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod topology_tests;

@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * C helpers for nvrs's Rust code: PCI hierarchy walks, the P2PDMA distance
+ * check and NUMA CPU lists, which the kernel crate has no wrappers for.
+ */
+
+#include <linux/cpumask.h>
+#include <linux/device.h>
+#include <linux/pci.h>
+#include <linux/pci-p2pdma.h>
+#include <linux/topology.h>
+
+#include "helpers.h"
+
+static u32 nvrs_pci_id(struct pci_dev *pdev)
+{
+	return (u32)pci_domain_nr(pdev->bus) << 16 |
+	       (u32)pdev->bus->number << 8 | pdev->devfn;
+}
+
+static u32 nvrs_port_kind(struct pci_dev *bridge)
+{
+	if (!pci_is_pcie(bridge))
+		return NVRS_PORT_BRIDGE;
+	switch (pci_pcie_type(bridge)) {
+	case PCI_EXP_TYPE_ROOT_PORT:
+		return NVRS_PORT_ROOT;
+	case PCI_EXP_TYPE_UPSTREAM:
+		return NVRS_PORT_SWITCH_UP;
+	case PCI_EXP_TYPE_DOWNSTREAM:
+		return NVRS_PORT_SWITCH_DOWN;
+	default:
+		return NVRS_PORT_BRIDGE;
+	}
+}
+
+/**
+ * nvrs_pci_describe() - where a PCI function sits
+ * @pdev: the function
+ * @ep: filled with its id, host bridge, NUMA node and upstream bridges
+ *
+ * Return: 0, or -E2BIG if more than NVRS_PCI_MAX_HOPS bridges lie above it.
+ */
+int nvrs_pci_describe(struct pci_dev *pdev, struct nvrs_pci_endpoint *ep)
+{
+	struct pci_dev *up;
+	struct pci_bus *root = pdev->bus;
+	u32 n = 0, i;
+
+	while (root->parent)
+		root = root->parent;
+
+	ep->id = nvrs_pci_id(pdev);
+	ep->host_bridge = (u32)pci_domain_nr(pdev->bus) << 8 | root->number;
+	ep->numa_node = dev_to_node(&pdev->dev);
+	ep->vendor_device = (u32)pdev->vendor << 16 | pdev->device;
+	ep->class = pdev->class;
+
+	/* Collect the bridges bottom-up, then reverse to root-first. */
+	for (up = pci_upstream_bridge(pdev); up; up = pci_upstream_bridge(up)) {
+		if (n == NVRS_PCI_MAX_HOPS)
+			return -E2BIG;
+		ep->hops[n].id = nvrs_pci_id(up);
+		ep->hops[n].kind = nvrs_port_kind(up);
+		n++;
+	}
+	for (i = 0; i < n / 2; i++)
+		swap(ep->hops[i], ep->hops[n - 1 - i]);
+	ep->n_hops = n;
+	return 0;
+}
+
+/**
+ * nvrs_pci_peers() - describe the functions that are candidate DMA peers
+ * @extra_vendor_device: vendor << 16 | device of one more kind of peer, or 0
+ * @eps: array of @max endpoints to fill
+ * @max: size of @eps
+ *
+ * Peers are network and InfiniBand controllers (PCI class 0x02) and functions
+ * matching @extra_vendor_device. Functions whose bridge chain is too deep are
+ * skipped.
+ *
+ * Return: the number of peers found (at most @max).
+ */
+int nvrs_pci_peers(u32 extra_vendor_device, struct nvrs_pci_endpoint *eps,
+		   u32 max)
+{
+	struct pci_dev *pdev = NULL;
+	u32 n = 0;
+
+	while (n < max && (pdev = pci_get_device(PCI_ANY_ID, PCI_ANY_ID, pdev))) {
+		u32 vd = (u32)pdev->vendor << 16 | pdev->device;
+
+		if ((pdev->class >> 16) != PCI_BASE_CLASS_NETWORK &&
+		    (!extra_vendor_device || vd != extra_vendor_device))
+			continue;
+		if (!nvrs_pci_describe(pdev, &eps[n]))
+			n++;
+	}
+	pci_dev_put(pdev);
+	return n;
+}
+
+/**
+ * nvrs_p2pdma_distance() - the kernel's P2PDMA verdict for one client
+ * @provider: the device whose memory is exported
+ * @client_id: the client function, domain << 16 | bus << 8 | devfn
+ *
+ * Return: the P2PDMA distance, -ENODEV if the client does not exist, or
+ * another negative value if the kernel refuses peer-to-peer DMA between the
+ * two (for example through a host bridge that is not on its allow-list).
+ */
+int nvrs_p2pdma_distance(struct pci_dev *provider, u32 client_id)
+{
+	struct pci_dev *client;
+	int dist;
+
+	client = pci_get_domain_bus_and_slot(client_id >> 16,
+					     (client_id >> 8) & 0xff,
+					     client_id & 0xff);
+	if (!client)
+		return -ENODEV;
+	dist = pci_p2pdma_distance(provider, &client->dev, false);
+	pci_dev_put(client);
+	return dist;
+}
+
+/**
+ * nvrs_node_cpulist() - the CPUs of a NUMA node as a cpulist ("0-15")
+ * @node: the node, or NUMA_NO_NODE for all online CPUs
+ * @buf: output buffer, NUL-terminated
+ * @len: size of @buf
+ *
+ * Return: the length of the string written.
+ */
+int nvrs_node_cpulist(int node, char *buf, u32 len)
+{
+	const struct cpumask *mask;
+
+	if (node == NUMA_NO_NODE)
+		mask = cpu_online_mask;
+	else
+		mask = cpumask_of_node(node);
+	return scnprintf(buf, len, "%*pbl", cpumask_pr_args(mask));
+}

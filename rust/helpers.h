@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * C helpers nvrs's Rust code calls for kernel APIs the kernel crate does not
+ * wrap (inline functions, macros, and data-structure walks). The structures
+ * here are mirrored by #[repr(C)] types in src/helpers.rs; keep them in step.
+ */
+#ifndef NVRS_RUST_HELPERS_H
+#define NVRS_RUST_HELPERS_H
+
+#include <linux/types.h>
+
+struct device;
+struct pci_dev;
+
+#define NVRS_PCI_MAX_HOPS	8
+
+/* enum nvrs_port_kind: what a bridge on the way up is. */
+#define NVRS_PORT_ROOT		0
+#define NVRS_PORT_SWITCH_UP	1
+#define NVRS_PORT_SWITCH_DOWN	2
+#define NVRS_PORT_BRIDGE	3
+
+struct nvrs_pci_hop {
+	u32 id;			/* domain << 16 | bus << 8 | devfn */
+	u32 kind;		/* NVRS_PORT_* */
+};
+
+struct nvrs_pci_endpoint {
+	u32 id;			/* domain << 16 | bus << 8 | devfn */
+	u32 host_bridge;	/* domain << 8 | root bus number */
+	s32 numa_node;		/* NUMA_NO_NODE (-1) if unknown */
+	u32 vendor_device;	/* vendor << 16 | device */
+	u32 class;		/* class << 8 | prog-if */
+	u32 n_hops;		/* valid entries in hops[], root first */
+	struct nvrs_pci_hop hops[NVRS_PCI_MAX_HOPS];
+};
+
+int nvrs_pci_describe(struct pci_dev *pdev, struct nvrs_pci_endpoint *ep);
+int nvrs_pci_peers(u32 extra_vendor_device, struct nvrs_pci_endpoint *eps,
+		   u32 max);
+int nvrs_p2pdma_distance(struct pci_dev *provider, u32 client_id);
+int nvrs_node_cpulist(int node, char *buf, u32 len);
+
+#endif /* NVRS_RUST_HELPERS_H */

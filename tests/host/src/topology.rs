@@ -1,0 +1,6 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The pure part of `src/topology/`.
+
+#[path = "../../../src/topology/link.rs"]
+pub(crate) mod link;

@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Host tests of link classification on several topologies.
+
+use crate::topology::link::{
+    classify, Endpoint, Hop, Link, Matrix, NvLinkEnd, P2pPath, PortKind, MAX_HOPS,
+};
+
+const RP: PortKind = PortKind::RootPort;
+const UP: PortKind = PortKind::SwitchUpstream;
+const DP: PortKind = PortKind::SwitchDownstream;
+
+fn hop(id: u32, kind: PortKind) -> Hop {
+    Hop { id, kind }
+}
+
+fn ep(id: u32, host_bridge: u32, numa: Option<u16>, hops: &[Hop]) -> Endpoint {
+    Endpoint::new(id, host_bridge, numa, hops).unwrap()
+}
+
+/// The default test VM: root port 00:1c.0, switch 01:00.0 (up) with downstream ports
+/// 02:00.0/02:01.0/02:02.0, GPUs at 03:00.0 and 04:00.0, edu at 05:00.0.
+fn switch_vm() -> (Endpoint, Endpoint, Endpoint) {
+    let rp = hop(0x00e0, RP);
+    let up = hop(0x0100, UP);
+    let g0 = ep(0x0300, 0, Some(0), &[rp, up, hop(0x0200, DP)]);
+    let g1 = ep(0x0400, 0, Some(0), &[rp, up, hop(0x0208, DP)]);
+    let edu = ep(0x0500, 0, Some(0), &[rp, up, hop(0x0210, DP)]);
+    (g0, g1, edu)
+}
+
+#[test]
+fn same_switch_is_pix() {
+    let (g0, g1, edu) = switch_vm();
+    assert_eq!(classify(&g0, &g1), Link::Pix);
+    assert_eq!(classify(&g0, &edu), Link::Pix);
+    assert_eq!(classify(&g0, &g0), Link::Itself);
+    assert_eq!(P2pPath::of(Link::Pix), P2pPath::PcieSwitch);
+}
+
+#[test]
+fn root_bus_is_phb() {
+    // --topology root: every endpoint on bus 0, no bridges.
+    let g0 = ep(0x0010, 0, None, &[]);
+    let g1 = ep(0x0018, 0, None, &[]);
+    assert_eq!(classify(&g0, &g1), Link::Phb);
+    // Two root ports of one root complex.
+    let a = ep(0x0100, 0, Some(0), &[hop(0x00e0, RP)]);
+    let b = ep(0x0200, 0, Some(0), &[hop(0x00e8, RP)]);
+    assert_eq!(classify(&a, &b), Link::Phb);
+    assert_eq!(P2pPath::of(Link::Phb), P2pPath::HostBridge);
+}
+
+#[test]
+fn nested_switches_are_pxb() {
+    let rp = hop(0x00e0, RP);
+    let up1 = hop(0x0100, UP);
+    let a = ep(0x0400, 0, Some(0), &[rp, up1, hop(0x0200, DP), hop(0x0300, UP), hop(0x0400, DP)]);
+    let b = ep(0x0600, 0, Some(0), &[rp, up1, hop(0x0208, DP)]);
+    assert_eq!(classify(&a, &b), Link::Pxb);
+    assert_eq!(classify(&b, &a), Link::Pxb);
+    // Both below the same inner switch: one switch.
+    let c = ep(0x0500, 0, Some(0), &[rp, up1, hop(0x0200, DP), hop(0x0300, UP), hop(0x0408, DP)]);
+    assert_eq!(classify(&a, &c), Link::Pix);
+}
+
+#[test]
+fn host_bridges_and_numa() {
+    let a = ep(0x0100, 0x00, Some(0), &[hop(0x00e0, RP)]);
+    let b = ep(0x4100, 0x40, Some(0), &[hop(0x40e0, RP)]);
+    let c = ep(0x8100, 0x80, Some(1), &[hop(0x80e0, RP)]);
+    assert_eq!(classify(&a, &b), Link::Node);
+    assert_eq!(classify(&a, &c), Link::Sys);
+    assert_eq!(P2pPath::of(Link::Sys), P2pPath::Unsupported);
+    assert_eq!(P2pPath::of(Link::Node), P2pPath::Unsupported);
+}
+
+#[test]
+fn nvlink_needs_both_ends() {
+    let (mut g0, mut g1, edu) = switch_vm();
+    g0.nvlink = Some(NvLinkEnd { index: 0, peers: 0b10, links: 4 });
+    assert_eq!(classify(&g0, &g1), Link::Pix, "one-sided declaration is not a link");
+    g1.nvlink = Some(NvLinkEnd { index: 1, peers: 0b01, links: 4 });
+    assert_eq!(classify(&g0, &g1), Link::NvLink(4));
+    assert_eq!(classify(&g1, &g0), Link::NvLink(4));
+    assert_eq!(classify(&g0, &edu), Link::Pix);
+    assert_eq!(P2pPath::of(Link::NvLink(4)), P2pPath::NvLink);
+    // An index past the mask width never matches.
+    g1.nvlink = Some(NvLinkEnd { index: 40, peers: 0b01, links: 4 });
+    assert_eq!(classify(&g0, &g1), Link::Pix);
+}
+
+#[test]
+fn bridge_chains_are_bounded() {
+    let hops = [hop(0, RP); MAX_HOPS + 1];
+    assert!(Endpoint::new(0, 0, None, &hops).is_err());
+    assert_eq!(Endpoint::new(0, 0, None, &hops[..MAX_HOPS]).unwrap().hops().len(), MAX_HOPS);
+}
+
+#[test]
+fn matrix_matches_nvidia_smi_layout() {
+    let (mut g0, mut g1, edu) = switch_vm();
+    g0.nvlink = Some(NvLinkEnd { index: 0, peers: 0b10, links: 4 });
+    g1.nvlink = Some(NvLinkEnd { index: 1, peers: 0b01, links: 4 });
+    let gpus = [g0, g1];
+    let peers = [edu];
+    let m = Matrix { gpus: &gpus, peers: &peers, cpu_affinity: &["0-1", "0-1"] };
+    let text = m.to_string();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>()[..3], ["GPU0", "GPU1", "NIC0"]);
+    assert_eq!(
+        lines[1].split_whitespace().collect::<Vec<_>>(),
+        ["GPU0", "X", "NV4", "PIX", "0-1", "0", "N/A"]
+    );
+    assert_eq!(lines[2].split_whitespace().collect::<Vec<_>>()[..4], ["GPU1", "NV4", "X", "PIX"]);
+    assert_eq!(lines[3].split_whitespace().collect::<Vec<_>>(), ["NIC0", "PIX", "PIX", "X"]);
+    assert!(text.contains("NIC0: 0000:05:00.0"));
+    assert!(text.contains("NV#  = Connection traversing a bonded set of # NVLinks"));
+}
+
+#[test]
+fn p2p_gate() {
+    use crate::topology::link::{p2p_allowed, GateOverride::*};
+    assert!(p2p_allowed(Link::Pix, -1, Auto), "switch paths do not need the kernel's allow-list");
+    assert!(p2p_allowed(Link::NvLink(2), -1, Auto));
+    assert!(!p2p_allowed(Link::Phb, -1, Auto));
+    assert!(p2p_allowed(Link::Phb, 2, Auto));
+    assert!(!p2p_allowed(Link::Sys, 10, Auto));
+    assert!(p2p_allowed(Link::Sys, -1, AllowAll));
+    assert!(!p2p_allowed(Link::NvLink(18), 0, DenyAll));
+    assert_eq!(crate::topology::link::GateOverride::from_param(7), Auto);
+}

@@ -1,0 +1,51 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Scenario "topology": debugfs/nvrs/topology names the links between the
+# emulated GPUs and the edu peer as nvidia-smi topo -m would, and the P2P
+# gate follows the path and the p2p_topology override.
+
+. /scenarios/lib.sh
+M=/lib/modules
+T=/sys/kernel/debug/nvrs/topology
+EDU=0x123411e8
+
+# row NAME: the link cells of matrix row NAME (GPU0, NIC0, ...).
+row() {
+	grep "^$1 " $T | awk -v n=$((NVRS_GPUS + 1)) '{ s = $2; for (i = 3; i <= n + 1; i++) s = s " " $i; print s }'
+}
+
+check "insmod nvrs emulated=1 peer_device=edu" insmod $M/nvrs.ko emulated=1 peer_device=$EDU
+check "topology file exists" test -r $T
+while IFS= read -r l; do diag "$l"; done <$T
+
+case "$NVRS_TOPOLOGY" in
+switch) pcie=PIX ;;
+root) pcie=PHB ;;
+esac
+if [ "$NVRS_NVLINK" = 1 ]; then gg=NV4; else gg=$pcie; fi
+
+expect_eq "header names GPUs and the edu peer" "GPU0 GPU1 NIC0" \
+	"$(sed -n 1p $T | awk '{print $1, $2, $3}')"
+expect_eq "GPU0 row" "X $gg $pcie" "$(row GPU0)"
+expect_eq "GPU1 row" "$gg X $pcie" "$(row GPU1)"
+expect_eq "NIC0 row" "$pcie $pcie X" "$(row NIC0)"
+check "NIC legend names edu" sh -c "grep -q 'NIC0: $(pci_functions 0x1234 0x11e8)' $T"
+
+edu_gate=$(grep "GPU0 -> NIC0" $T)
+if [ "$pcie" = PIX ]; then
+	check "switch path to edu is allowed" sh -c "echo '$edu_gate' | grep -q 'PCIe switch.*allowed'"
+else
+	# q35's host bridge is not on the kernel's P2PDMA allow-list.
+	check "host-bridge path to edu is refused" sh -c "echo '$edu_gate' | grep -q 'host bridge, kernel p2pdma distance -[0-9]*: refused'"
+fi
+if [ "$NVRS_NVLINK" = 1 ]; then
+	check "GPU0 -> GPU1 over NVLink allowed" sh -c "grep 'GPU0 -> GPU1' $T | grep -q 'NV4, NVLink.*allowed'"
+fi
+check "rmmod nvrs" rmmod nvrs
+
+check "insmod with p2p_topology=2 (deny all)" insmod $M/nvrs.ko emulated=1 peer_device=$EDU p2p_topology=2
+check "every path refused" sh -c "! grep -- '->' $T | grep -q allowed"
+check "rmmod nvrs" rmmod nvrs
+check "insmod with p2p_topology=1 (allow all)" insmod $M/nvrs.ko emulated=1 peer_device=$EDU p2p_topology=1
+check "every path allowed" sh -c "! grep -- '->' $T | grep -q refused"
+check "rmmod nvrs" rmmod nvrs
