@@ -14,8 +14,11 @@ pub(crate) mod emu_identity;
 #[path = "../../../hwref/mod.rs"]
 pub(crate) mod hwref;
 pub(crate) mod topology;
+pub(crate) mod vaspace;
 
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod topology_tests;
+#[cfg(test)]
+mod vaspace_tests;

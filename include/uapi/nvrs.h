@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note OR MIT */
+/*
+ * nvrs user API: /dev/nvrs, the "cudaMalloc side" of nvrs.
+ *
+ * A process opens /dev/nvrs, allocates GPU memory on a chosen GPU and gets
+ * a GPU virtual address (VA) for it. VAs are per process: every open file of
+ * one process (thread group) shares its VA space, and the allocations die
+ * with the last of those files (at the latest when the process exits). In
+ * that process's context, in-kernel RDMA drivers find the memory by VA with
+ * nvidia_p2p_get_pages() (include/nv-p2p.h).
+ *
+ * mmap(fd, offset = VA) maps an allocation, or a 64 KiB-aligned part of it,
+ * for CPU access through the GPU's framebuffer aperture (write-combined).
+ *
+ * Access policy: the device node is created mode 0600, owned by root; who
+ * may allocate GPU memory is decided by whoever changes that (for example a
+ * udev rule giving a group access). Every ioctl validates its argument:
+ * unknown commands give -ENOTTY, bad sizes, flags or reserved fields -EINVAL,
+ * unknown GPUs -ENODEV, unknown VAs -ENOENT, exhausted memory -ENOMEM.
+ */
+#ifndef _UAPI_NVRS_H
+#define _UAPI_NVRS_H
+
+#include <linux/ioctl.h>
+#include <linux/types.h>
+
+#define NVRS_IOCTL_MAGIC	0xE5
+
+/* Granularity of allocations and of nvidia_p2p pins: 64 KiB. */
+#define NVRS_ALLOC_ALIGN	(1ULL << 16)
+
+/**
+ * struct nvrs_gpu_info - NVRS_IOCTL_GPU_INFO
+ * @index: in: GPU index, 0 .. number of GPUs - 1
+ * @chipset: out: chip id, e.g. 0x180 for GH100
+ * @fb_size: out: bytes of GPU memory nvrs manages
+ * @fb_free: out: bytes of it currently free
+ * @uuid: out: GPU UUID (as nvidia_p2p_page_table.gpu_uuid)
+ * @name: out: PCI name, NUL-terminated ("0000:03:00.0")
+ * @chip: out: chip name, NUL-terminated ("GH100")
+ */
+struct nvrs_gpu_info {
+	__u32 index;
+	__u32 chipset;
+	__u64 fb_size;
+	__u64 fb_free;
+	__u8 uuid[16];
+	char name[32];
+	char chip[16];
+};
+
+/**
+ * struct nvrs_alloc - NVRS_IOCTL_ALLOC
+ * @gpu: in: GPU index
+ * @flags: in: NVRS_ALLOC_* flags
+ * @size: in: bytes, a non-zero multiple of NVRS_ALLOC_ALIGN
+ * @va: out: GPU virtual address of the allocation
+ */
+struct nvrs_alloc {
+	__u32 gpu;
+	__u32 flags;
+	__u64 size;
+	__u64 va;
+};
+
+/* Physically contiguous memory (big P2P regions, coalesced DMA mappings). */
+#define NVRS_ALLOC_CONTIGUOUS	(1U << 0)
+/* Memory that reads as zero on first use. */
+#define NVRS_ALLOC_ZERO		(1U << 1)
+#define NVRS_ALLOC_FLAGS	(NVRS_ALLOC_CONTIGUOUS | NVRS_ALLOC_ZERO)
+
+/**
+ * struct nvrs_free - NVRS_IOCTL_FREE
+ * @va: in: VA returned by NVRS_IOCTL_ALLOC
+ *
+ * Non-persistent nvidia_p2p pins of the allocation are revoked through their
+ * free callbacks first; persistent pins keep the memory until they are put.
+ */
+struct nvrs_free {
+	__u64 va;
+};
+
+#define NVRS_IOCTL_GPU_COUNT	_IOR(NVRS_IOCTL_MAGIC, 0, __u32)
+#define NVRS_IOCTL_GPU_INFO	_IOWR(NVRS_IOCTL_MAGIC, 1, struct nvrs_gpu_info)
+#define NVRS_IOCTL_ALLOC	_IOWR(NVRS_IOCTL_MAGIC, 2, struct nvrs_alloc)
+#define NVRS_IOCTL_FREE		_IOW(NVRS_IOCTL_MAGIC, 3, struct nvrs_free)
+
+#endif /* _UAPI_NVRS_H */

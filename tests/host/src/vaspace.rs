@@ -1,0 +1,6 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The pure part of `src/vaspace/`.
+
+#[path = "../../../src/vaspace/range.rs"]
+pub(crate) mod range;
