@@ -6,6 +6,9 @@
 
 #include <linux/cpumask.h>
 #include <linux/device.h>
+#include <linux/dma-mapping.h>
+#include <linux/mm.h>
+#include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/pci-p2pdma.h>
 #include <linux/topology.h>
@@ -142,4 +145,73 @@ int nvrs_node_cpulist(int node, char *buf, u32 len)
 	else
 		mask = cpumask_of_node(node);
 	return scnprintf(buf, len, "%*pbl", cpumask_pr_args(mask));
+}
+
+/**
+ * nvrs_dma_map_mmio() - map a range of GPU aperture for DMA by a peer
+ * @peer: the device that will access the range
+ * @phys: CPU physical address of the range (inside a GPU BAR)
+ * @size: bytes
+ * @dma: the address @peer must use (an IOVA behind an IOMMU)
+ *
+ * Return: 0, or -EIO if the mapping failed.
+ */
+int nvrs_dma_map_mmio(struct pci_dev *peer, u64 phys, u64 size, u64 *dma)
+{
+	dma_addr_t addr;
+
+	addr = dma_map_resource(&peer->dev, phys, size, DMA_BIDIRECTIONAL, 0);
+	if (dma_mapping_error(&peer->dev, addr))
+		return -EIO;
+	*dma = addr;
+	return 0;
+}
+
+/**
+ * nvrs_dma_unmap_mmio() - undo nvrs_dma_map_mmio()
+ * @peer: the device the range was mapped for
+ * @dma: the address nvrs_dma_map_mmio() returned
+ * @size: bytes, as mapped
+ */
+void nvrs_dma_unmap_mmio(struct pci_dev *peer, u64 dma, u64 size)
+{
+	dma_unmap_resource(&peer->dev, dma, size, DMA_BIDIRECTIONAL, 0);
+}
+
+/**
+ * nvrs_io_remap_wc() - map GPU aperture into a user VMA, write-combined
+ * @vma: the struct vm_area_struct being set up by mmap
+ * @addr: user address to map at
+ * @phys: CPU physical address (page aligned)
+ * @size: bytes (page aligned)
+ *
+ * Return: 0 or a negative errno from io_remap_pfn_range().
+ */
+int nvrs_io_remap_wc(void *vma, unsigned long addr, u64 phys, unsigned long size)
+{
+	struct vm_area_struct *v = vma;
+
+	return io_remap_pfn_range(v, addr, phys >> PAGE_SHIFT, size,
+				  pgprot_writecombine(v->vm_page_prot));
+}
+
+/**
+ * nvrs_module_get() - take a reference on nvrs itself
+ *
+ * Held by each persistent pin, so that nvrs cannot be unloaded while a
+ * consumer still holds one.
+ *
+ * Return: true if the reference was taken (false while unloading).
+ */
+bool nvrs_module_get(void)
+{
+	return try_module_get(THIS_MODULE);
+}
+
+/**
+ * nvrs_module_put() - drop a reference taken by nvrs_module_get()
+ */
+void nvrs_module_put(void)
+{
+	module_put(THIS_MODULE);
 }

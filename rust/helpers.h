@@ -8,6 +8,7 @@
 #define NVRS_RUST_HELPERS_H
 
 #include <linux/types.h>
+#include <linux/stddef.h>
 
 struct device;
 struct pci_dev;
@@ -40,5 +41,11 @@ int nvrs_pci_peers(u32 extra_vendor_device, struct nvrs_pci_endpoint *eps,
 		   u32 max);
 int nvrs_p2pdma_distance(struct pci_dev *provider, u32 client_id);
 int nvrs_node_cpulist(int node, char *buf, u32 len);
+
+int nvrs_dma_map_mmio(struct pci_dev *peer, u64 phys, u64 size, u64 *dma);
+void nvrs_dma_unmap_mmio(struct pci_dev *peer, u64 dma, u64 size);
+int nvrs_io_remap_wc(void *vma, unsigned long addr, u64 phys, unsigned long size);
+bool nvrs_module_get(void);
+void nvrs_module_put(void);
 
 #endif /* NVRS_RUST_HELPERS_H */

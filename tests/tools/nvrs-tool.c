@@ -1,0 +1,265 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * nvrs-tool: drive /dev/nvrs (include/uapi/nvrs.h) and the test consumer's
+ * debugfs control file from one process, for the VM scenarios.
+ *
+ * nvidia_p2p_get_pages() looks VAs up in the calling process, so allocating
+ * memory and asking the consumer to pin it must happen in the same process:
+ * this tool runs a list of commands in order and keeps allocations in named
+ * slots (A-Z). "@A" in a ctl text is replaced by slot A's VA.
+ *
+ *   count                      print the number of GPUs
+ *   info GPU                   print a GPU's info
+ *   alloc SLOT GPU SIZE [contig] [zero]
+ *   free SLOT                  free the allocation in SLOT
+ *   freeva VA                  NVRS_IOCTL_FREE of a raw VA
+ *   raw CMD HEX_ARG            an ioctl with an arbitrary number and pointer
+ *   ctl TEXT                   write TEXT to the consumer, print its reply
+ *   wr SLOT OFFSET VALUE       write a u32 through a CPU mapping of SLOT
+ *   rd SLOT OFFSET VALUE       read a u32 through a CPU mapping, compare
+ *   child CMD...               run the rest of the line in a forked child
+ *   sleep MS
+ *
+ * Prefix a command with "!ERRNO " (a name such as EINVAL, or a number) to
+ * expect it to fail with that errno. Sizes take K, M and G suffixes.
+ * Every command prints one line; the exit status is 0 if every command did
+ * what was expected.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "nvrs.h"
+
+#define CTL "/sys/kernel/debug/nvrs_consumer/ctl"
+
+static int fd = -1;
+static uint64_t slot_va[26], slot_size[26];
+static int failures;
+
+static const struct {
+	const char *name;
+	int err;
+} errnames[] = {
+	{ "EPERM", EPERM }, { "ENOENT", ENOENT }, { "EIO", EIO },
+	{ "E2BIG", E2BIG }, { "EBADF", EBADF }, { "ENOMEM", ENOMEM },
+	{ "EACCES", EACCES }, { "EFAULT", EFAULT }, { "EBUSY", EBUSY },
+	{ "EEXIST", EEXIST }, { "ENODEV", ENODEV }, { "EINVAL", EINVAL },
+	{ "ENOSPC", ENOSPC }, { "ENOTTY", ENOTTY }, { "ERANGE", ERANGE },
+	{ "ENOTSUPP", 524 }, { "EOPNOTSUPP", EOPNOTSUPP },
+};
+
+static int parse_errno(const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(errnames) / sizeof(errnames[0]); i++)
+		if (!strcmp(s, errnames[i].name))
+			return errnames[i].err;
+	return atoi(s);
+}
+
+static uint64_t parse_size(const char *s)
+{
+	char *end;
+	uint64_t v = strtoull(s, &end, 0);
+
+	switch (*end) {
+	case 'K': return v << 10;
+	case 'M': return v << 20;
+	case 'G': return v << 30;
+	default: return v;
+	}
+}
+
+static int slot(const char *s)
+{
+	if (!s || s[0] < 'A' || s[0] > 'Z' || s[1]) {
+		fprintf(stderr, "nvrs-tool: bad slot '%s'\n", s ? s : "");
+		exit(2);
+	}
+	return s[0] - 'A';
+}
+
+static int open_dev(void)
+{
+	if (fd < 0)
+		fd = open("/dev/nvrs", O_RDWR | O_CLOEXEC);
+	return fd < 0 ? -errno : 0;
+}
+
+static int do_ctl(char *const *argv, int argc)
+{
+	char text[512] = "", reply[4096];
+	int i, c, n;
+	ssize_t r;
+
+	for (i = 0; i < argc; i++) {
+		char word[64];
+		const char *w = argv[i];
+
+		if (w[0] == '@') {
+			snprintf(word, sizeof(word), "0x%llx",
+				 (unsigned long long)slot_va[slot(w + 1)]);
+			w = word;
+		}
+		strncat(text, w, sizeof(text) - strlen(text) - 2);
+		strncat(text, i + 1 < argc ? " " : "", 2);
+	}
+	c = open(CTL, O_RDWR);
+	if (c < 0)
+		return -errno;
+	r = write(c, text, strlen(text));
+	if (r < 0) {
+		n = -errno;
+		close(c);
+		return n;
+	}
+	n = pread(c, reply, sizeof(reply) - 1, 0);
+	close(c);
+	if (n > 0) {
+		reply[n] = 0;
+		printf("%s", reply);
+	}
+	return 0;
+}
+
+static int map_rw(int s, uint64_t off, uint32_t val, int write)
+{
+	uint64_t page = off & ~0xffffULL;
+	volatile uint32_t *p;
+	void *m;
+	int ret = 0;
+
+	m = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		 slot_va[s] + page);
+	if (m == MAP_FAILED)
+		return -errno;
+	p = (volatile uint32_t *)((char *)m + (off - page));
+	if (write) {
+		*p = val;
+	} else if (*p != val) {
+		printf("read 0x%08x, expected 0x%08x\n", *p, val);
+		ret = -EIO;
+	}
+	munmap(m, 1 << 16);
+	return ret;
+}
+
+/* Runs one command; returns 0 or a negative errno. */
+static int run(int argc, char **argv)
+{
+	const char *cmd = argv[0];
+	int ret;
+
+	if (!strcmp(cmd, "sleep")) {
+		usleep(atoi(argv[1]) * 1000);
+		return 0;
+	}
+	if (!strcmp(cmd, "ctl"))
+		return do_ctl(argv + 1, argc - 1);
+	if (!strcmp(cmd, "child")) {
+		pid_t pid = fork();
+		int status;
+
+		if (pid == 0)
+			_exit(-run(argc - 1, argv + 1));
+		waitpid(pid, &status, 0);
+		return WIFEXITED(status) ? -WEXITSTATUS(status) : -EINTR;
+	}
+	ret = open_dev();
+	if (ret)
+		return ret;
+	if (!strcmp(cmd, "count")) {
+		uint32_t n;
+
+		if (ioctl(fd, NVRS_IOCTL_GPU_COUNT, &n))
+			return -errno;
+		printf("gpus %u\n", n);
+	} else if (!strcmp(cmd, "info") && argc == 2) {
+		struct nvrs_gpu_info info = { .index = atoi(argv[1]) };
+
+		if (ioctl(fd, NVRS_IOCTL_GPU_INFO, &info))
+			return -errno;
+		printf("gpu %u %s %s chipset 0x%x fb %llu free %llu\n",
+		       info.index, info.name, info.chip, info.chipset,
+		       (unsigned long long)info.fb_size,
+		       (unsigned long long)info.fb_free);
+	} else if (!strcmp(cmd, "alloc") && argc >= 4) {
+		struct nvrs_alloc a = {
+			.gpu = atoi(argv[2]), .size = parse_size(argv[3]),
+		};
+		int i, s = slot(argv[1]);
+
+		for (i = 4; i < argc; i++) {
+			if (!strcmp(argv[i], "contig"))
+				a.flags |= NVRS_ALLOC_CONTIGUOUS;
+			else if (!strcmp(argv[i], "zero"))
+				a.flags |= NVRS_ALLOC_ZERO;
+			else
+				a.flags |= strtoul(argv[i], NULL, 0);
+		}
+		if (ioctl(fd, NVRS_IOCTL_ALLOC, &a))
+			return -errno;
+		slot_va[s] = a.va;
+		slot_size[s] = a.size;
+		printf("alloc %c va 0x%llx size %llu\n", 'A' + s,
+		       (unsigned long long)a.va, (unsigned long long)a.size);
+	} else if (!strcmp(cmd, "free") && argc == 2) {
+		struct nvrs_free f = { .va = slot_va[slot(argv[1])] };
+
+		if (ioctl(fd, NVRS_IOCTL_FREE, &f))
+			return -errno;
+	} else if (!strcmp(cmd, "freeva") && argc == 2) {
+		struct nvrs_free f = { .va = strtoull(argv[1], NULL, 0) };
+
+		if (ioctl(fd, NVRS_IOCTL_FREE, &f))
+			return -errno;
+	} else if (!strcmp(cmd, "raw") && argc == 3) {
+		if (ioctl(fd, strtoul(argv[1], NULL, 0),
+			  (void *)(uintptr_t)strtoull(argv[2], NULL, 0)))
+			return -errno;
+	} else if ((!strcmp(cmd, "wr") || !strcmp(cmd, "rd")) && argc == 4) {
+		return map_rw(slot(argv[1]), parse_size(argv[2]),
+			      strtoul(argv[3], NULL, 0), cmd[0] == 'w');
+	} else {
+		fprintf(stderr, "nvrs-tool: bad command '%s'\n", cmd);
+		exit(2);
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int i = 1;
+
+	/* Commands are separated by ";" arguments. */
+	while (i < argc) {
+		int start = i, expect = 0, ret;
+
+		while (i < argc && strcmp(argv[i], ";"))
+			i++;
+		argv[i < argc ? i : argc] = NULL;
+		if (argv[start][0] == '!') {
+			expect = parse_errno(argv[start] + 1);
+			start++;
+		}
+		ret = run(i - start, argv + start);
+		if (ret != -expect) {
+			printf("FAIL %s: got %d, expected %d\n", argv[start], ret, -expect);
+			failures++;
+		} else {
+			printf("ok %s%s\n", argv[start], expect ? " (failed as expected)" : "");
+		}
+		i++;
+	}
+	return failures ? 1 : 0;
+}
