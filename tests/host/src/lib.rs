@@ -13,6 +13,10 @@ pub(crate) mod aperture;
 pub(crate) mod emu_identity;
 #[path = "../../../hwref/mod.rs"]
 pub(crate) mod hwref;
+#[path = "../../../src/p2p/mod.rs"]
+pub(crate) mod p2p;
 
+#[cfg(test)]
+mod p2p_abi_tests;
 #[cfg(test)]
 mod tests;
