@@ -13,9 +13,12 @@ pub(crate) mod aperture;
 pub(crate) mod emu_identity;
 #[path = "../../../hwref/mod.rs"]
 pub(crate) mod hwref;
+pub(crate) mod p2p;
 pub(crate) mod topology;
 pub(crate) mod vaspace;
 
+#[cfg(test)]
+mod p2p_abi_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -1,0 +1,6 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The pure part of `src/p2p/`.
+
+#[path = "../../../src/p2p/abi.rs"]
+pub(crate) mod abi;
