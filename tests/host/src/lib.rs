@@ -13,6 +13,11 @@ pub(crate) mod aperture;
 pub(crate) mod emu_identity;
 #[path = "../../../hwref/mod.rs"]
 pub(crate) mod hwref;
+#[path = "../../../src/pmm/mod.rs"]
+pub(crate) mod pmm;
+pub(crate) mod std_storage;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod pmm_tests;
