@@ -21,3 +21,5 @@ pub(crate) mod std_storage;
 mod tests;
 #[cfg(test)]
 mod pmm_tests;
+#[cfg(test)]
+mod pmm_model;
