@@ -111,8 +111,9 @@ impl From<OutOfMemory> for PmmError {
 /// Options of an allocation.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub(crate) struct AllocFlags {
-    /// Take zeroed chunks before dirty ones (otherwise dirty first, keeping zeroed chunks for
-    /// those who ask).
+    /// Among free chunks of the same size, take zeroed ones before dirty ones (otherwise dirty
+    /// first, keeping zeroed chunks for those who ask). The size comes first, as in UVM: a
+    /// dirty chunk of the requested size is taken before a zeroed larger chunk is split.
     pub(crate) prefer_zeroed: bool,
 }
 

@@ -23,3 +23,5 @@ mod tests;
 mod pmm_tests;
 #[cfg(test)]
 mod pmm_model;
+#[cfg(test)]
+mod pmm_scenarios;
