@@ -14,6 +14,9 @@ pub(crate) mod emu_identity;
 #[path = "../../../hwref/mod.rs"]
 pub(crate) mod hwref;
 pub(crate) mod p2p;
+#[path = "../../../src/pmm/mod.rs"]
+pub(crate) mod pmm;
+pub(crate) mod std_storage;
 pub(crate) mod topology;
 pub(crate) mod vaspace;
 
@@ -21,6 +24,12 @@ pub(crate) mod vaspace;
 mod p2p_abi_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod pmm_model;
+#[cfg(test)]
+mod pmm_scenarios;
+#[cfg(test)]
+mod pmm_tests;
 #[cfg(test)]
 mod topology_tests;
 #[cfg(test)]

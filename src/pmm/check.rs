@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A full consistency check of the manager (O(chunks)), for tests and debugging.
+//!
+//! It verifies: the per-state counters; that every split chunk's children are live, of the next
+//! smaller size, at the right offsets and point back to it; its free-children count; that no
+//! split chunk has only free children (free memory is fully merged); that a root has a sub-chunk
+//! table exactly while split; the types of sub-chunks; that pins and the revoking mark sit on
+//! allocated chunks only; contiguous runs; every free list's links, length and membership; and
+//! that the chunks not split cover every byte exactly once.
+
+use super::chunk::{ChunkId, Node, State, CONTIG_TAIL, KERNEL, REVOKING, STATES, UNUSED};
+use super::{Pmm, Storage, MAX_SIZES};
+use crate::hwref::ROOT_CHUNK_SIZE;
+
+impl<S: Storage> Pmm<S> {
+    /// Checks every invariant; the error names the first one broken.
+    pub(crate) fn check(&self) -> Result<(), &'static str> {
+        let mut counts = [[0u64; MAX_SIZES]; STATES];
+        let mut leaf_bytes = 0u64;
+        let mut run_left = 0u32;
+        let mut run_state = State::Free;
+        for (r, root) in self.roots.iter().enumerate() {
+            let r = u32::try_from(r).map_err(|_| "root index")?;
+            let n = &root.node;
+            if n.level != self.top() || n.offset != 0 {
+                return Err("root level or offset");
+            }
+            if root.sub.is_some() != (n.state == State::IsSplit) {
+                return Err("root table present iff split");
+            }
+            if run_left > 0 {
+                if !n.has(CONTIG_TAIL) || n.state != run_state || root.run != 1 {
+                    return Err("contiguous run tail");
+                }
+                run_left -= 1;
+            } else if n.has(CONTIG_TAIL) {
+                return Err("tail outside a run");
+            }
+            if root.run == 0 {
+                return Err("zero run");
+            }
+            if root.run > 1 {
+                if !matches!(n.state, State::Allocated | State::TempPinned) {
+                    return Err("run head state");
+                }
+                run_left = root.run - 1;
+                run_state = n.state;
+            }
+            self.check_node(ChunkId::new(r, 0), n, &mut counts, &mut leaf_bytes)?;
+            if let Some(tree) = root.sub.as_ref() {
+                for (slot, c) in tree.nodes.iter().enumerate() {
+                    if c.has(UNUSED) {
+                        continue;
+                    }
+                    let sub = u16::try_from(slot + 1).map_err(|_| "slot")?;
+                    let id = ChunkId::new(r, sub);
+                    let p = self.node(ChunkId::new(r, c.parent)).map_err(|_| "dangling parent")?;
+                    if p.state != State::IsSplit || c.level.checked_add(1) != Some(p.level) {
+                        return Err("parent not split or wrong level");
+                    }
+                    let k = u32::from(sub - 1).checked_sub(u32::from(p.children));
+                    let f = self.fanout(p.level).map(u32::from);
+                    if !matches!((k, f), (Some(k), Some(f)) if k < f) {
+                        return Err("child outside its parent's group");
+                    }
+                    let size = u32::try_from(self.size_of_level(c.level)).map_err(|_| "size")?;
+                    if Some(c.offset) != k.map(|k| p.offset + k * size) {
+                        return Err("child offset");
+                    }
+                    if c.has(KERNEL) != n.has(KERNEL) || c.has(CONTIG_TAIL) {
+                        return Err("child flags");
+                    }
+                    self.check_node(id, c, &mut counts, &mut leaf_bytes)?;
+                }
+            }
+        }
+        if run_left != 0 {
+            return Err("run past the end");
+        }
+        if counts != self.counts {
+            return Err("state counters");
+        }
+        if leaf_bytes != self.total_bytes() {
+            return Err("chunks do not cover the range");
+        }
+        self.check_lists()
+    }
+
+    /// Checks one live chunk.
+    fn check_node(
+        &self,
+        id: ChunkId,
+        n: &Node,
+        counts: &mut [[u64; MAX_SIZES]; STATES],
+        leaf_bytes: &mut u64,
+    ) -> Result<(), &'static str> {
+        if let Some(c) = counts.get_mut(n.state.index()).and_then(|c| c.get_mut(usize::from(n.level))) {
+            *c += 1;
+        }
+        if (n.pins != 0 || n.has(REVOKING)) && n.state != State::Allocated {
+            return Err("pins or revoking on a chunk not allocated");
+        }
+        if n.state != State::IsSplit {
+            *leaf_bytes += self.size_of_level(n.level);
+            return Ok(());
+        }
+        let f = self.fanout(n.level).ok_or("split chunk of the smallest size")?;
+        let mut free = 0u16;
+        for k in 0..f {
+            let c = self.child(id, k).and_then(|c| self.node(c)).map_err(|_| "missing child")?;
+            if c.parent != id.sub() {
+                return Err("child's parent");
+            }
+            if c.state == State::Free {
+                free += 1;
+            }
+        }
+        if free != n.free_children {
+            return Err("free-children count");
+        }
+        if free == f {
+            return Err("free children not merged");
+        }
+        Ok(())
+    }
+
+    /// Checks the free lists.
+    fn check_lists(&self) -> Result<(), &'static str> {
+        let mut total = 0u64;
+        for (key, list) in self.lists.iter().enumerate() {
+            let mut prev = ChunkId::NIL;
+            let mut id = list.first;
+            let mut len = 0u64;
+            while id != ChunkId::NIL {
+                let n = self.node(id).map_err(|_| "dead chunk on a free list")?;
+                if n.state != State::Free || n.prev != prev {
+                    return Err("free-list chunk state or back link");
+                }
+                if self.list_of(id) != Ok(key) {
+                    return Err("chunk on the wrong free list");
+                }
+                len += 1;
+                if len > list.len {
+                    return Err("free list longer than its count");
+                }
+                prev = id;
+                id = n.next;
+            }
+            if len != list.len {
+                return Err("free-list length");
+            }
+            total += len;
+        }
+        let free: u64 = self.counts.get(State::Free.index()).map_or(0, |c| c.iter().sum());
+        if total != free {
+            return Err("free chunks not all on lists");
+        }
+        let _ = ROOT_CHUNK_SIZE;
+        Ok(())
+    }
+}

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Chunks: their identifiers, states, the state-transition table and the per-chunk metadata.
+//!
+//! # States
+//!
+//! - [`State::Free`]: on a free list, owned by the memory manager.
+//! - [`State::TempPinned`]: handed out by a user allocation but not yet owned by its user (UVM:
+//!   not yet attached to a VA block). It is never split, merged or reclaimed; its holder either
+//!   confirms it ([`Event::Unpin`], becoming `Allocated`) or gives it back ([`Event::Free`]).
+//! - [`State::Allocated`]: owned by a user. Only allocated chunks carry P2P pins.
+//! - [`State::IsSplit`]: split into children of the next smaller chunk size; the children hold
+//!   the memory and the chunk itself is only a tree node.
+//!
+//! No internal state is added: the memory manager is single-threaded, so a split or merge is
+//! never observable half-way and needs no UVM-style "pinned while splitting" state.
+//!
+//! # Transitions ([`transition`], the only place that changes a state)
+//!
+//! | from \ event   | Claim       | ClaimOwned | Unpin     | Split   | Free | MergeFree | MergeAllocated |
+//! |----------------|-------------|------------|-----------|---------|------|-----------|----------------|
+//! | `Free`         | TempPinned  | Allocated  | -         | IsSplit | -    | -         | -              |
+//! | `TempPinned`   | -           | -          | Allocated | -       | Free | -         | -              |
+//! | `Allocated`    | -           | -          | -         | IsSplit | Free | -         | -              |
+//! | `IsSplit`      | -           | -          | -         | -       | -    | Free      | Allocated      |
+//!
+//! `-` is an error ([`PmmError::IllegalTransition`](super::PmmError::IllegalTransition)).
+//! Splitting a free chunk gives free children (the allocator's lazy split); splitting an
+//! allocated chunk (its owner asks) gives allocated children. `MergeFree` happens eagerly when the
+//! last child of a split chunk becomes free; `MergeAllocated` when the owner merges children it
+//! all owns back.
+
+use super::PmmError;
+
+/// The state of a chunk.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub(crate) enum State {
+    /// On a free list.
+    Free = 0,
+    /// Owned by a user; may carry P2P pins.
+    Allocated = 1,
+    /// Split into children.
+    IsSplit = 2,
+    /// Handed out, not yet owned: never split, merged or reclaimed.
+    TempPinned = 3,
+}
+
+/// Number of states.
+pub(crate) const STATES: usize = 4;
+
+impl State {
+    /// Every state, in index order.
+    pub(crate) const ALL: [State; STATES] =
+        [State::Free, State::Allocated, State::IsSplit, State::TempPinned];
+
+    /// Index of the state in [`State::ALL`].
+    pub(crate) const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Lower-case name, as shown in `pmm/stats`.
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            State::Free => "free",
+            State::Allocated => "allocated",
+            State::IsSplit => "split",
+            State::TempPinned => "temp_pinned",
+        }
+    }
+}
+
+/// What happens to a chunk.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Event {
+    /// A user allocation takes the chunk.
+    Claim,
+    /// A kernel allocation takes the chunk (owned at once).
+    ClaimOwned,
+    /// The holder of a temp-pinned chunk takes ownership.
+    Unpin,
+    /// The chunk is split into children.
+    Split,
+    /// The chunk is freed.
+    Free,
+    /// All children are free: they merge back into a free chunk.
+    MergeFree,
+    /// All children are allocated and the owner merges them back.
+    MergeAllocated,
+}
+
+/// The state-transition table (see the module documentation): the new state, or an error.
+pub(crate) const fn transition(from: State, event: Event) -> Result<State, PmmError> {
+    match (from, event) {
+        (State::Free, Event::Claim) => Ok(State::TempPinned),
+        (State::Free, Event::ClaimOwned) => Ok(State::Allocated),
+        (State::Free, Event::Split) => Ok(State::IsSplit),
+        (State::TempPinned, Event::Unpin) => Ok(State::Allocated),
+        (State::TempPinned, Event::Free) => Ok(State::Free),
+        (State::Allocated, Event::Split) => Ok(State::IsSplit),
+        (State::Allocated, Event::Free) => Ok(State::Free),
+        (State::IsSplit, Event::MergeFree) => Ok(State::Free),
+        (State::IsSplit, Event::MergeAllocated) => Ok(State::Allocated),
+        _ => Err(PmmError::IllegalTransition { from, event }),
+    }
+}
+
+/// Who a chunk is for; the two types never share a root (kernel chunks are never evicted).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum MemType {
+    /// User data: allocations come back [`State::TempPinned`].
+    User,
+    /// Internal memory: allocations come back [`State::Allocated`].
+    Kernel,
+}
+
+/// Bits of a sub-chunk identifier.
+pub(super) const SUB_BITS: u32 = 10;
+/// Most roots a memory manager can hold (8 TiB).
+pub(super) const MAX_ROOTS: u64 = 1 << (32 - SUB_BITS);
+
+/// Identifies a chunk: its root and its slot in the root's sub-chunk table (0: the root).
+///
+/// Valid from the allocation (or split) that returned it until the chunk is freed (or merged).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub(crate) struct ChunkId(u32);
+
+impl ChunkId {
+    /// No chunk (a free-list end).
+    pub(super) const NIL: ChunkId = ChunkId(u32::MAX);
+
+    /// The identifier of sub-chunk `sub` of root `root` (`sub` 0 is the root itself).
+    pub(super) const fn new(root: u32, sub: u16) -> Self {
+        ChunkId((root << SUB_BITS) | (sub as u32 & ((1 << SUB_BITS) - 1)))
+    }
+
+    /// Index of the chunk's root.
+    pub(crate) const fn root(self) -> u32 {
+        self.0 >> SUB_BITS
+    }
+
+    /// Slot of the chunk in its root's table, plus one; 0 for a root.
+    pub(crate) const fn sub(self) -> u16 {
+        (self.0 & ((1 << SUB_BITS) - 1)) as u16
+    }
+
+    /// The packed value (stable for the chunk's lifetime, e.g. as a lookup key).
+    pub(crate) const fn raw(self) -> u32 {
+        self.0
+    }
+}
+
+/// Node flag: the chunk's memory is known to be zero.
+pub(super) const ZEROED: u8 = 1 << 0;
+/// Node flag: the chunk belongs to a kernel root ([`MemType::Kernel`]).
+pub(super) const KERNEL: u8 = 1 << 1;
+/// Node flag: a free was refused because of P2P pins; no new pins until it is freed.
+pub(super) const REVOKING: u8 = 1 << 2;
+/// Node flag: a root inside a contiguous run, other than its first.
+pub(super) const CONTIG_TAIL: u8 = 1 << 3;
+/// Node flag: a sub-chunk slot that backs no chunk (a recycled group).
+pub(super) const UNUSED: u8 = 1 << 4;
+
+/// The metadata of one chunk (28 bytes).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Node {
+    /// Previous chunk on the free list, or [`ChunkId::NIL`].
+    pub(super) prev: ChunkId,
+    /// Next chunk on the free list, or [`ChunkId::NIL`]; in the first slot of a recycled group,
+    /// the next recycled group of that size (slot plus one, 0 for none).
+    pub(super) next: ChunkId,
+    /// Live P2P pins (only while [`State::Allocated`]).
+    pub(super) pins: u32,
+    /// Offset of the chunk inside its root, in bytes.
+    pub(super) offset: u32,
+    /// Parent's slot plus one (0: the parent is the root); unused for a root.
+    pub(super) parent: u16,
+    /// First slot of the children's group while [`State::IsSplit`].
+    pub(super) children: u16,
+    /// Children in [`State::Free`] while [`State::IsSplit`].
+    pub(super) free_children: u16,
+    /// The state.
+    pub(super) state: State,
+    /// Index of the chunk's size among the manager's sizes (0: smallest).
+    pub(super) level: u8,
+    /// [`ZEROED`], [`KERNEL`], [`REVOKING`], [`CONTIG_TAIL`], [`UNUSED`].
+    pub(super) flags: u8,
+}
+
+impl Node {
+    /// A chunk with no links, pins or children.
+    pub(super) const fn new(state: State, level: u8, offset: u32, parent: u16, flags: u8) -> Self {
+        Node {
+            prev: ChunkId::NIL,
+            next: ChunkId::NIL,
+            pins: 0,
+            offset,
+            parent,
+            children: 0,
+            free_children: 0,
+            state,
+            level,
+            flags,
+        }
+    }
+
+    /// Whether `flag` is set.
+    pub(super) const fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+}
+
+#[cfg(test)]
+impl ChunkId {
+    /// A placeholder identifier for output buffers (host tests).
+    pub(crate) const fn new_for_tests() -> Self {
+        ChunkId::NIL
+    }
+
+    /// The identifier of root `root` (host tests).
+    pub(crate) const fn new_root_for_tests(root: u32) -> Self {
+        ChunkId::new(root, 0)
+    }
+}
