@@ -11,6 +11,7 @@
 #include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/pci-p2pdma.h>
+#include <linux/sched.h>
 #include <linux/topology.h>
 
 #include "helpers.h"
@@ -193,6 +194,47 @@ int nvrs_io_remap_wc(void *vma, unsigned long addr, u64 phys, unsigned long size
 
 	return io_remap_pfn_range(v, addr, phys >> PAGE_SHIFT, size,
 				  pgprot_writecombine(v->vm_page_prot));
+}
+
+/**
+ * nvrs_vma_pgoff() - the file offset, in pages, a VMA maps
+ * @vma: the struct vm_area_struct
+ *
+ * Return: @vma->vm_pgoff.
+ */
+unsigned long nvrs_vma_pgoff(void *vma)
+{
+	return ((struct vm_area_struct *)vma)->vm_pgoff;
+}
+
+/**
+ * nvrs_pci_dev_get() - take a reference on a PCI device
+ * @pdev: a struct pci_dev, from a consumer
+ *
+ * Return: @pdev.
+ */
+void *nvrs_pci_dev_get(void *pdev)
+{
+	return pci_dev_get(pdev);
+}
+
+/**
+ * nvrs_pci_dev_put() - drop a reference taken by nvrs_pci_dev_get()
+ * @pdev: the device
+ */
+void nvrs_pci_dev_put(void *pdev)
+{
+	pci_dev_put(pdev);
+}
+
+/**
+ * nvrs_current_tgid() - the calling process's id (thread-group id)
+ *
+ * Return: task_tgid_nr(current).
+ */
+int nvrs_current_tgid(void)
+{
+	return task_tgid_nr(current);
 }
 
 /**

@@ -45,6 +45,10 @@ int nvrs_node_cpulist(int node, char *buf, u32 len);
 int nvrs_dma_map_mmio(struct pci_dev *peer, u64 phys, u64 size, u64 *dma);
 void nvrs_dma_unmap_mmio(struct pci_dev *peer, u64 dma, u64 size);
 int nvrs_io_remap_wc(void *vma, unsigned long addr, u64 phys, unsigned long size);
+unsigned long nvrs_vma_pgoff(void *vma);
+void *nvrs_pci_dev_get(void *pdev);
+void nvrs_pci_dev_put(void *pdev);
+int nvrs_current_tgid(void);
 bool nvrs_module_get(void);
 void nvrs_module_put(void);
 

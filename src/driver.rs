@@ -28,6 +28,10 @@ use kernel::{
 };
 
 use crate::{
+    fb::{
+        FbDebugfs,
+        FbMemory, //
+    },
     aperture::{
         self,
         NUM_BARS, //
@@ -128,6 +132,7 @@ enum Regs<'bound> {
 pub(crate) struct NvrsGpu<'bound> {
     #[pin]
     _info_file: debugfs::File<Arc<GpuInfo>>,
+    _pmm_files: Option<Pin<KBox<FbDebugfs>>>,
     _dir: debugfs::Dir,
     _registered: Registered,
     info: Arc<GpuInfo>,
@@ -156,6 +161,15 @@ impl pci::Driver for NvrsDriver {
                 Kind::Ivshmem => probe_emulated(pdev, aperture)?,
             };
             let name = CString::try_from(pdev.as_ref().name())?;
+            let mem = match probed.backend {
+                Backend::Emulated => Some(
+                    FbMemory::new(probed.ident.table, aperture.phys, probed.fb.offset, probed.fb.size)
+                        .inspect_err(|e| dev_err!(pdev, "cannot set up the memory manager: {e:?}\n"))?,
+                ),
+                // The usable framebuffer of a real GPU comes from its firmware, which nvrs
+                // does not boot yet: no memory is handed out.
+                Backend::Hardware => None,
+            };
             let info = Arc::new(
                 GpuInfo {
                     name,
@@ -172,6 +186,8 @@ impl pci::Driver for NvrsDriver {
                     endpoint: crate::helpers::pci_describe(pdev)
                         .inspect_err(|e| dev_err!(pdev, "cannot describe PCI position: {e:?}\n"))?,
                     pdev: pdev.into(),
+                    mem: mem.clone(),
+                    index: gpu::free_index(),
                 },
                 GFP_KERNEL,
             )?;
@@ -185,8 +201,13 @@ impl pci::Driver for NvrsDriver {
                 Size(aperture.len)
             );
             let file_data = info.clone();
+            let pmm_files = match &mem {
+                Some(m) => Some(KBox::pin_init(FbDebugfs::new(&dir, m), GFP_KERNEL)?),
+                None => None,
+            };
             Ok(try_pin_init!(NvrsGpu {
                 _info_file <- dir.read_callback_file(c"info", file_data, &render_info),
+                _pmm_files: pmm_files,
                 _dir: dir,
                 _registered: registered,
                 info,

@@ -24,7 +24,10 @@ use kernel::{
     },
 };
 
-use crate::topology::link::Endpoint;
+use crate::{
+    fb::FbMemory,
+    topology::link::Endpoint,
+};
 
 use crate::hwref::{
     ident::{
@@ -104,6 +107,10 @@ pub(crate) struct GpuInfo {
     pub(crate) endpoint: Endpoint,
     /// The PCI device (a reference, so the registry can outlive a racing unbind safely).
     pub(crate) pdev: ARef<pci::Device>,
+    /// The memory manager, for GPUs whose memory nvrs manages (emulated ones, for now).
+    pub(crate) mem: Option<Arc<FbMemory>>,
+    /// Index among the bound GPUs (`NVRS_IOCTL_GPU_INFO`), stable while bound.
+    pub(crate) index: u32,
 }
 
 /// Binary (IEC) size formatting: `256 MiB`, `2 GiB`, `640 KiB`.
@@ -267,21 +274,39 @@ pub(crate) fn debugfs_dir(name: &CStr) -> Result<debugfs::Dir> {
     GPUS.lock().debugfs.as_ref().map(|root| root.subdir(name)).ok_or(ENOENT)
 }
 
-/// A GPU's entry in the registry; dropping it removes the GPU.
+/// The smallest GPU index no bound GPU uses.
+pub(crate) fn free_index() -> u32 {
+    let reg = GPUS.lock();
+    (0u32..).find(|i| reg.gpus.iter().all(|g| g.index != *i)).unwrap_or(u32::MAX)
+}
+
+/// A GPU's entry in the registry; dropping it removes the GPU, after releasing every
+/// allocation on it (revoking its pins).
 pub(crate) struct Registered(Arc<GpuInfo>);
 
 impl Registered {
     /// Adds `gpu` to the registry.
     pub(crate) fn new(gpu: Arc<GpuInfo>) -> Result<Self> {
-        GPUS.lock().gpus.push(gpu.clone(), GFP_KERNEL)?;
+        let mut reg = GPUS.lock();
+        if reg.gpus.iter().any(|g| g.index == gpu.index) {
+            return Err(EBUSY);
+        }
+        reg.gpus.push(gpu.clone(), GFP_KERNEL)?;
         Ok(Self(gpu))
     }
 }
 
 impl Drop for Registered {
     fn drop(&mut self) {
+        // No new allocations: the GPU leaves the registry first.
         GPUS.lock().gpus.retain(|g| !Arc::ptr_eq(g, &self.0));
+        crate::vaspace::release_gpu(&self.0);
     }
+}
+
+/// The bound GPU with index `index`.
+pub(crate) fn by_index(index: u32) -> Option<Arc<GpuInfo>> {
+    GPUS.lock().gpus.iter().find(|g| g.index == index).cloned()
 }
 
 /// Number of bound GPUs.

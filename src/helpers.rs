@@ -55,6 +55,15 @@ extern "C" {
     fn nvrs_pci_peers(extra_vendor_device: u32, eps: *mut RawEndpoint, max: u32) -> c_int;
     fn nvrs_p2pdma_distance(provider: *mut c_void, client_id: u32) -> c_int;
     fn nvrs_node_cpulist(node: c_int, buf: *mut c_char, len: u32) -> c_int;
+    fn nvrs_dma_map_mmio(peer: *mut c_void, phys: u64, size: u64, dma: *mut u64) -> c_int;
+    fn nvrs_dma_unmap_mmio(peer: *mut c_void, dma: u64, size: u64);
+    fn nvrs_io_remap_wc(vma: *mut c_void, addr: usize, phys: u64, size: usize) -> c_int;
+    fn nvrs_vma_pgoff(vma: *mut c_void) -> usize;
+    fn nvrs_pci_dev_get(pdev: *mut c_void) -> *mut c_void;
+    fn nvrs_pci_dev_put(pdev: *mut c_void);
+    fn nvrs_current_tgid() -> c_int;
+    fn nvrs_module_get() -> bool;
+    fn nvrs_module_put();
 }
 
 /// The `struct pci_dev` behind a PCI device, as the untyped pointer the helpers take (the
@@ -100,6 +109,14 @@ pub(crate) fn pci_describe<Ctx: kernel::device::DeviceContext>(
     raw.endpoint()
 }
 
+/// Describes where a consumer's peer device sits in the PCI hierarchy.
+pub(crate) fn peer_describe(peer: &PeerRef) -> Result<Endpoint> {
+    let mut raw = RawEndpoint::default();
+    // SAFETY: `peer.ptr` is a valid `struct pci_dev` (type invariant); `raw` is writable.
+    kernel::error::to_result(unsafe { nvrs_pci_describe(peer.ptr, &mut raw) })?;
+    raw.endpoint()
+}
+
 /// Describes the candidate DMA peers (network controllers and `extra` vendor:device) into `out`;
 /// returns how many were found.
 pub(crate) fn pci_peers(extra: u32, out: &mut [RawEndpoint]) -> usize {
@@ -127,4 +144,103 @@ pub(crate) fn node_cpulist(node: Option<u16>, buf: &mut [u8; 64]) -> &str {
     let n = unsafe { nvrs_node_cpulist(node, buf.as_mut_ptr().cast(), 64) };
     let n = usize::try_from(n).unwrap_or(0).min(buf.len());
     core::str::from_utf8(buf.get(..n).unwrap_or(&[])).unwrap_or("")
+}
+
+/// A counted reference on a peer's `struct pci_dev`, as consumers pass it to
+/// `nvidia_p2p_dma_map_pages()`.
+///
+/// # Invariants
+///
+/// `ptr` is a valid `struct pci_dev` on which this object holds a reference.
+pub(crate) struct PeerRef {
+    ptr: *mut c_void,
+}
+
+// SAFETY: A `struct pci_dev` reference may be held and dropped from any thread.
+unsafe impl Send for PeerRef {}
+// SAFETY: Shared access only reads the pointer.
+unsafe impl Sync for PeerRef {}
+
+impl PeerRef {
+    /// Takes a reference on the consumer's `peer`.
+    ///
+    /// # Safety
+    ///
+    /// `peer` must be a valid `struct pci_dev` for the duration of the call (the consumer's
+    /// promise when it calls `nvidia_p2p_dma_map_pages()`).
+    pub(crate) unsafe fn new(peer: *mut crate::p2p::abi::PciDev) -> Option<Self> {
+        if peer.is_null() {
+            return None;
+        }
+        // SAFETY: `peer` is a valid `struct pci_dev` by the caller's guarantee.
+        let ptr = unsafe { nvrs_pci_dev_get(peer.cast()) };
+        // INVARIANT: `ptr` is `peer`, now with a reference held.
+        Some(Self { ptr })
+    }
+
+    /// The peer as the ABI's opaque pointer.
+    pub(crate) fn as_abi(&self) -> *mut crate::p2p::abi::PciDev {
+        self.ptr.cast()
+    }
+}
+
+impl Drop for PeerRef {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant we hold a reference on `ptr`.
+        unsafe { nvrs_pci_dev_put(self.ptr) };
+    }
+}
+
+/// Maps `[phys, phys + size)` of a GPU aperture for DMA by `peer`.
+pub(crate) fn dma_map_mmio(peer: &PeerRef, phys: u64, size: u64) -> Result<u64> {
+    let mut dma = 0u64;
+    // SAFETY: `peer.ptr` is a valid `struct pci_dev` (type invariant); `dma` is writable.
+    kernel::error::to_result(unsafe { nvrs_dma_map_mmio(peer.ptr, phys, size, &mut dma) })?;
+    Ok(dma)
+}
+
+/// Undoes [`dma_map_mmio`].
+pub(crate) fn dma_unmap_mmio(peer: &PeerRef, dma: u64, size: u64) {
+    // SAFETY: `peer.ptr` is a valid `struct pci_dev` (type invariant); `dma`/`size` came from
+    // `dma_map_mmio` on the same peer.
+    unsafe { nvrs_dma_unmap_mmio(peer.ptr, dma, size) }
+}
+
+/// Maps `[phys, phys + size)` write-combined at user address `addr` of `vma`.
+pub(crate) fn io_remap_wc(
+    vma: &kernel::mm::virt::VmaNew,
+    addr: usize,
+    phys: u64,
+    size: usize,
+) -> Result {
+    // SAFETY: `vma.as_ptr()` is the VMA being set up by the `mmap` call that lent us `vma`;
+    // the helper checks nothing else.
+    kernel::error::to_result(unsafe { nvrs_io_remap_wc(vma.as_ptr().cast(), addr, phys, size) })
+}
+
+/// The file offset, in bytes, that `vma` maps.
+pub(crate) fn vma_offset(vma: &kernel::mm::virt::VmaNew) -> u64 {
+    // SAFETY: `vma.as_ptr()` is the valid VMA being set up by the current `mmap` call.
+    let pgoff = unsafe { nvrs_vma_pgoff(vma.as_ptr().cast()) };
+    u64::try_from(pgoff).unwrap_or(u64::MAX).saturating_mul(u64::from(kernel::page::PAGE_SIZE as u32))
+}
+
+/// The calling process's id (its thread-group id).
+///
+/// Read in C: the `kernel` crate's `Task::tgid()` read -1 on this kernel.
+pub(crate) fn current_tgid() -> i32 {
+    // SAFETY: No preconditions; reads `current`.
+    unsafe { nvrs_current_tgid() }
+}
+
+/// Takes a reference on nvrs itself (false while it is being unloaded).
+pub(crate) fn module_get() -> bool {
+    // SAFETY: No preconditions.
+    unsafe { nvrs_module_get() }
+}
+
+/// Drops a reference taken by [`module_get`].
+pub(crate) fn module_put() {
+    // SAFETY: Only called to balance a successful `module_get`.
+    unsafe { nvrs_module_put() }
 }

@@ -9,9 +9,11 @@
 //! - `nvrs_ident`: chip identification and the hwref tables, as compiled into the module;
 //! - `nvrs_emu_identity`: the emulated GPU's identity block;
 //! - `nvrs_topology`: link classification and the P2P gate;
+//! - `nvrs_pmm`: the physical memory manager with kernel storage, live and private;
 //! - `nvrs_gpus`: the GPUs this module instance bound in the running kernel.
 
 mod emu_identity;
 mod gpus;
 mod ident;
+mod pmm;
 mod topology;

@@ -23,21 +23,31 @@
 use kernel::{
     debugfs,
     driver::Registration,
+    miscdevice::{
+        MiscDeviceOptions,
+        MiscDeviceRegistration, //
+    },
     pci,
     prelude::*,
     InPlaceModule, //
 };
 
 mod aperture;
+mod chardev;
 mod driver;
 mod emu_identity;
 mod exports;
+mod fb;
 mod gpu;
 mod helpers;
 #[path = "../hwref/mod.rs"]
 mod hwref;
+mod kstorage;
 mod kunit;
+mod p2p;
+mod pmm;
 mod topology;
+mod vaspace;
 
 /// The module's name, `nvrs`.
 pub(crate) const MODULE_NAME: &CStr = <LocalModule as kernel::ModuleMetadata>::NAME;
@@ -59,6 +69,11 @@ module! {
                 host-bridge paths if the kernel's P2PDMA check allows them, paths between host \
                 bridges refused), 1 = allow every path, 2 = refuse every path",
         },
+        p2p_coalesce: bool {
+            default: true,
+            description: "Map physically contiguous runs of pinned pages with one \
+                dma_map_resource each (false: one per 64 KiB page, as NVIDIA's driver does)",
+        },
         peer_device: u32 {
             default: 0,
             description: "vendor << 16 | device of PCI functions to list as DMA peers in \
@@ -77,6 +92,10 @@ struct NvrsModule {
     _driver: Registration<pci::Adapter<driver::NvrsDriver>>,
     #[pin]
     _topology: debugfs::File<()>,
+    #[pin]
+    _p2p: debugfs::File<()>,
+    #[pin]
+    _dev: MiscDeviceRegistration<chardev::NvrsFile>,
     _registry: gpu::RegistryGuard,
 }
 
@@ -84,9 +103,13 @@ impl InPlaceModule for NvrsModule {
     fn init(module: &'static kernel::ThisModule) -> impl PinInit<Self, Error> {
         let root = debugfs::Dir::new(MODULE_NAME);
         let registry = gpu::RegistryGuard::init(root.clone());
+        vaspace::init_registry();
+        p2p::pin::init_registry();
         try_pin_init!(Self {
             _driver <- Registration::new(MODULE_NAME, module),
             _topology <- root.read_callback_file(c"topology", (), &render_topology),
+            _p2p <- root.read_callback_file(c"p2p", (), &render_p2p),
+            _dev <- MiscDeviceRegistration::register(MiscDeviceOptions { name: c"nvrs" }),
             _registry: registry,
         })
     }
@@ -102,9 +125,18 @@ pub(crate) fn p2p_topology() -> u32 {
     module_parameters::p2p_topology.value()
 }
 
+/// The `p2p_coalesce` module parameter.
+pub(crate) fn p2p_coalesce() -> bool {
+    module_parameters::p2p_coalesce.value()
+}
+
 /// The `peer_device` module parameter.
 pub(crate) fn peer_device() -> u32 {
     module_parameters::peer_device.value()
+}
+
+fn render_p2p(_: &(), f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    p2p::pin::render(f)
 }
 
 fn render_topology(_: &(), f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {

@@ -44,7 +44,7 @@ mkdir -p "$CACHE"
 
 # --- 1. Debian packages --------------------------------------------------
 APT_PKGS="build-essential flex bison bc libelf-dev libssl-dev cpio kmod
-	busybox-static qemu-system-x86 libclang-$LLVM_VERSION-dev python3
+	busybox-static qemu-system-x86 libclang-$LLVM_VERSION-dev python3 libc6-dev
 	dpkg-dev xz-utils ca-certificates"
 missing=""
 for p in $APT_PKGS; do

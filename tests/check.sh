@@ -110,8 +110,9 @@ vm() {
 }
 
 KUNIT=(--expect-suite nvrs_ident --expect-suite nvrs_emu_identity --expect-suite nvrs_gpus
-	--expect-suite nvrs_topology)
-vm switch --topology switch --bad-gpus --scenario probe --scenario topology "${KUNIT[@]}"
+	--expect-suite nvrs_topology --expect-suite nvrs_pmm)
+vm switch --topology switch --bad-gpus --scenario probe --scenario topology --scenario p2p \
+	"${KUNIT[@]}"
 vm rootbus-nvlink --topology root --nvlink --scenario probe --scenario topology "${KUNIT[@]}"
 
 finish

@@ -31,6 +31,12 @@ nvrs_build() {
 		echo "error: building nvrs_consumer.ko failed" >&2
 		return 1
 	}
+	gcc -static -O2 -Wall -Wextra -Werror -pthread -I "$ROOT/include/uapi" \
+		-o "$OUT/nvrs-tool" "$ROOT/tests/tools/nvrs-tool.c" >>"$OUT/build.log" 2>&1 || {
+		cat "$OUT/build.log"
+		echo "error: building nvrs-tool failed" >&2
+		return 1
+	}
 	if grep -qE '(^|: )(warning|error)' "$OUT/build.log"; then
 		cat "$OUT/build.log"
 		echo "error: the build is not warning-free" >&2
@@ -39,4 +45,5 @@ nvrs_build() {
 }
 
 # The modules every VM run loads.
-VM_MODULES=(--module "$ROOT/nvrs.ko" --module "$ROOT/tests/consumer/nvrs_consumer.ko")
+VM_MODULES=(--module "$ROOT/nvrs.ko" --module "$ROOT/tests/consumer/nvrs_consumer.ko"
+	--bin "$OUT/nvrs-tool")

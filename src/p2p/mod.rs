@@ -52,3 +52,7 @@
 //! IBM NPU rsync calls exist for link compatibility only.
 
 pub(crate) mod abi;
+pub(crate) mod api;
+pub(crate) mod dma;
+pub(crate) mod pin;
+pub(crate) mod table;

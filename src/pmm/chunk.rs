@@ -150,6 +150,13 @@ impl ChunkId {
     }
 }
 
+impl Default for ChunkId {
+    /// No chunk: a placeholder for the output array of [`super::Pmm::alloc`].
+    fn default() -> Self {
+        Self::NIL
+    }
+}
+
 /// Node flag: the chunk's memory is known to be zero.
 pub(super) const ZEROED: u8 = 1 << 0;
 /// Node flag: the chunk belongs to a kernel root ([`MemType::Kernel`]).

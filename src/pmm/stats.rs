@@ -54,8 +54,10 @@ impl Stats {
         if self.free_bytes == 0 {
             return 0;
         }
-        let ratio = u128::from(self.largest_free) * 1000 / u128::from(self.free_bytes);
-        1000u64.saturating_sub(u64::try_from(ratio).unwrap_or(1000))
+        // Framebuffers are far below 2^54 bytes, so the product cannot saturate in practice;
+        // no 128-bit division (the kernel has no `__udivti3`).
+        let ratio = self.largest_free.saturating_mul(1000) / self.free_bytes;
+        1000u64.saturating_sub(ratio)
     }
 
     /// Bytes in chunks of `state`.

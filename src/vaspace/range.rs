@@ -68,15 +68,6 @@ impl Span {
     pub(crate) fn contains(&self, other: &Span) -> bool {
         other.start >= self.start && other.end() <= self.end()
     }
-
-    /// Offset of `va` from the start.
-    pub(crate) fn offset_of(&self, va: u64) -> Option<u64> {
-        if va >= self.start && va < self.end() {
-            Some(va - self.start)
-        } else {
-            None
-        }
-    }
 }
 
 /// Validates an `nvidia_p2p_get_pages()` range: a non-zero length, both the address and the

@@ -1,31 +1,525 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * nvrs_consumer: a test module that uses nvrs the way an in-kernel RDMA
- * driver would, through nvrs's exported symbols and public headers only.
+ * nvrs_consumer: a test module that uses nvrs the way an in-kernel RDMA NIC
+ * driver does, through include/nv-p2p.h and nvrs's Module.symvers only.
  *
- * At load it reports how many GPUs nvrs has bound; the VM scenarios compare
- * that with the devices bound in sysfs. Later stages grow it into an
- * edu-driving peer that pins and DMA-maps GPU memory.
+ * It binds QEMU's edu device (1234:11e8), which stands in for the NIC: edu
+ * can DMA up to 4096 bytes per command between its internal buffer and any
+ * bus address. A test writes commands to debugfs nvrs_consumer/ctl; each
+ * runs in the writer's process context (as an RDMA driver's ioctl would), so
+ * nvidia_p2p_get_pages() finds that process's GPU allocations. The write
+ * returns the command's errno; reading ctl gives the last command's reply.
+ *
+ *   pin S VA LEN           nvidia_p2p_get_pages() into slot S (0..15)
+ *   ppin S VA LEN [FLAGS]  nvidia_p2p_get_pages_persistent()
+ *   map S [PEER]           nvidia_p2p_dma_map_pages() for edu, or for the
+ *                          PCI function named PEER (e.g. 0000:04:00.0)
+ *   unmap S                nvidia_p2p_dma_unmap_pages()
+ *   put S                  put_pages / put_pages_persistent
+ *   dma S OFF PATTERN      edu writes 2 KiB of PATTERN into the pinned GPU
+ *                          memory at OFF through the DMA mapping, reads it
+ *                          back by DMA and through a CPU mapping of the
+ *                          page's physical address, and compares
+ *   status S               slot state and how often its callback fired
+ *   badinput VA LEN        the bad-input matrix (needs a live pin of
+ *                          [VA, VA + LEN) in slot 15)
+ *
+ * The free callback only records that it fired and drops the slot's view of
+ * the table: it takes no lock that the ctl path holds while calling into
+ * nvrs, so revocation can never deadlock against a concurrent command.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/atomic.h>
+#include <linux/debugfs.h>
+#include <linux/delay.h>
+#include <linux/dma-mapping.h>
+#include <linux/io.h>
+#include <linux/iopoll.h>
 #include <linux/module.h>
-#include <linux/printk.h>
+#include <linux/mutex.h>
+#include <linux/pci.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
 
+#include <nv-p2p.h>
 #include <nvrs.h>
+
+#define EDU_VENDOR		0x1234
+#define EDU_DEVICE		0x11e8
+#define EDU_DMA_SRC		0x80
+#define EDU_DMA_DST		0x88
+#define EDU_DMA_COUNT		0x90
+#define EDU_DMA_CMD		0x98
+#define EDU_DMA_RUN		BIT(0)
+#define EDU_DMA_TO_RAM		BIT(1)
+#define EDU_BUF			0x40000
+/*
+ * edu's DMA buffer is 4 KiB, but QEMU 7.2 aborts the whole VM on a transfer
+ * that reaches its last byte (an off-by-one in its range check), so each
+ * transfer moves at most half of it.
+ */
+#define EDU_BUF_SIZE		2048
+#define GPU_PAGE		(64 * 1024)
+#define NSLOTS			16
+#define REPLY_SIZE		2048
+
+struct slot {
+	/* As returned by nvrs; kept after a put or revocation (stale-pointer tests). */
+	struct nvidia_p2p_page_table *pt;
+	struct nvidia_p2p_dma_mapping *map;
+	struct pci_dev *peer;
+	u64 va, len;
+	bool persistent;
+	bool live;			/* pinned and not revoked or put */
+	atomic_t callbacks;
+};
+
+struct consumer {
+	struct pci_dev *edu;
+	void __iomem *regs;
+	void *buf;
+	dma_addr_t buf_dma;
+	struct mutex lock;		/* slots, reply, edu commands */
+	struct slot slots[NSLOTS];
+	char reply[REPLY_SIZE];
+	size_t reply_len;
+	struct dentry *dir;
+};
+
+static struct consumer *con;
+
+static void reply(const char *fmt, ...)
+{
+	va_list args;
+
+	va_start(args, fmt);
+	con->reply_len += vscnprintf(con->reply + con->reply_len,
+				     REPLY_SIZE - con->reply_len, fmt, args);
+	va_end(args);
+}
+
+static void free_callback(void *data)
+{
+	struct slot *s = data;
+
+	/* nvrs frees the table and its DMA mappings once we return. */
+	atomic_inc(&s->callbacks);
+	WRITE_ONCE(s->live, false);
+	nvidia_p2p_free_page_table(READ_ONCE(s->pt));
+}
+
+/* One edu DMA of @count bytes (at most EDU_BUF_SIZE); @to_ram: edu -> bus. */
+static int edu_dma(u64 src, u64 dst, u32 count, bool to_ram)
+{
+	u32 cmd;
+
+	if (!count || count > EDU_BUF_SIZE)
+		return -EINVAL;
+	writeq(src, con->regs + EDU_DMA_SRC);
+	writeq(dst, con->regs + EDU_DMA_DST);
+	writeq(count, con->regs + EDU_DMA_COUNT);
+	writeq(EDU_DMA_RUN | (to_ram ? EDU_DMA_TO_RAM : 0),
+	       con->regs + EDU_DMA_CMD);
+	/* edu completes a transfer 100 ms of virtual time after the command. */
+	return readl_poll_timeout(con->regs + EDU_DMA_CMD, cmd,
+				  !(cmd & EDU_DMA_RUN), 1000, 5 * USEC_PER_SEC);
+}
+
+static struct slot *get_slot(unsigned int i)
+{
+	return i < NSLOTS ? &con->slots[i] : NULL;
+}
+
+static int cmd_pin(struct slot *s, u64 va, u64 len, bool persistent, u32 flags)
+{
+	struct nvidia_p2p_page_table *pt = NULL;
+	int ret;
+
+	if (READ_ONCE(s->live))
+		return -EBUSY;
+	s->map = NULL;
+	atomic_set(&s->callbacks, 0);
+	if (persistent)
+		ret = nvidia_p2p_get_pages_persistent(va, len, &pt, flags);
+	else
+		ret = nvidia_p2p_get_pages(0, 0, va, len, &pt, free_callback, s);
+	if (ret)
+		return ret;
+	if (!NVIDIA_P2P_PAGE_TABLE_VERSION_COMPATIBLE(pt) ||
+	    pt->page_size != NVIDIA_P2P_PAGE_SIZE_64KB) {
+		reply("incompatible page table version 0x%x size %u\n",
+		      pt->version, pt->page_size);
+		if (persistent)
+			nvidia_p2p_put_pages_persistent(va, pt, 0);
+		else
+			nvidia_p2p_put_pages(0, 0, va, pt);
+		return -EFAULT;
+	}
+	s->va = va;
+	s->len = len;
+	s->persistent = persistent;
+	WRITE_ONCE(s->pt, pt);
+	WRITE_ONCE(s->live, true);
+	reply("pinned va 0x%llx len 0x%llx entries %u version 0x%x phys0 0x%llx uuid %16phN\n",
+	      va, len, pt->entries, pt->version, pt->pages[0]->physical_address,
+	      pt->gpu_uuid);
+	return 0;
+}
+
+static struct pci_dev *find_peer(const char *name)
+{
+	unsigned int domain, bus, dev, fn;
+
+	if (!name || !strcmp(name, "edu"))
+		return pci_dev_get(con->edu);
+	if (sscanf(name, "%x:%x:%x.%x", &domain, &bus, &dev, &fn) != 4)
+		return NULL;
+	return pci_get_domain_bus_and_slot(domain, bus, PCI_DEVFN(dev, fn));
+}
+
+static int cmd_map(struct slot *s, const char *peer_name)
+{
+	struct nvidia_p2p_page_table *pt = READ_ONCE(s->pt);
+	struct nvidia_p2p_dma_mapping *map = NULL;
+	struct pci_dev *peer;
+	u32 i, runs = 1;
+	int ret;
+
+	if (!READ_ONCE(s->live))
+		return -ENOENT;
+	if (s->map)
+		return -EBUSY;
+	peer = find_peer(peer_name);
+	if (!peer)
+		return -ENODEV;
+	ret = nvidia_p2p_dma_map_pages(peer, pt, &map);
+	if (ret) {
+		pci_dev_put(peer);
+		return ret;
+	}
+	if (!NVIDIA_P2P_DMA_MAPPING_VERSION_COMPATIBLE(map) ||
+	    map->entries != pt->entries || map->pci_dev != peer) {
+		nvidia_p2p_dma_unmap_pages(peer, pt, map);
+		pci_dev_put(peer);
+		return -EFAULT;
+	}
+	for (i = 1; i < map->entries; i++)
+		if (map->dma_addresses[i] != map->dma_addresses[i - 1] + GPU_PAGE)
+			runs++;
+	s->map = map;
+	s->peer = peer;
+	reply("mapped for %s entries %u dma0 0x%llx runs %u\n", pci_name(peer),
+	      map->entries, map->dma_addresses[0], runs);
+	return 0;
+}
+
+static int cmd_unmap(struct slot *s)
+{
+	struct nvidia_p2p_page_table *pt = READ_ONCE(s->pt);
+	int ret = 0;
+
+	if (!s->peer)
+		return -ENOENT;
+	/* After a revocation nvrs has unmapped already and returns 0. */
+	ret = nvidia_p2p_dma_unmap_pages(s->peer, pt, s->map);
+	s->map = NULL;
+	pci_dev_put(s->peer);
+	s->peer = NULL;
+	return ret;
+}
+
+static int cmd_put(struct slot *s)
+{
+	/*
+	 * The table pointer may be stale after a revocation or an earlier put
+	 * (a double put): nvrs returns 0.
+	 */
+	struct nvidia_p2p_page_table *pt = READ_ONCE(s->pt);
+	int ret;
+
+	if (s->peer)
+		cmd_unmap(s);
+	if (s->persistent)
+		ret = nvidia_p2p_put_pages_persistent(s->va, pt, 0);
+	else
+		ret = nvidia_p2p_put_pages(0, 0, s->va, pt);
+	WRITE_ONCE(s->live, false);
+	return ret;
+}
+
+static int cmd_dma(struct slot *s, u64 off, u32 pattern)
+{
+	struct nvidia_p2p_page_table *pt = READ_ONCE(s->pt);
+	u32 *words = con->buf, i, entry;
+	void __iomem *cpu;
+	u64 iova, phys;
+	int ret;
+
+	if (!READ_ONCE(s->live) || !s->map)
+		return -ENOENT;
+	if (off % EDU_BUF_SIZE || off >= s->len)
+		return -EINVAL;
+	entry = off / GPU_PAGE;
+	iova = s->map->dma_addresses[entry] + off % GPU_PAGE;
+	phys = pt->pages[entry]->physical_address + off % GPU_PAGE;
+
+	for (i = 0; i < EDU_BUF_SIZE / 4; i++)
+		words[i] = pattern + i;
+	ret = edu_dma(con->buf_dma, EDU_BUF, EDU_BUF_SIZE, false);
+	if (!ret)
+		ret = edu_dma(EDU_BUF, iova, EDU_BUF_SIZE, true);
+	if (ret)
+		return ret;
+	memset(words, 0, EDU_BUF_SIZE);
+	ret = edu_dma(iova, EDU_BUF, EDU_BUF_SIZE, false);
+	if (!ret)
+		ret = edu_dma(EDU_BUF, con->buf_dma, EDU_BUF_SIZE, true);
+	if (ret)
+		return ret;
+	for (i = 0; i < EDU_BUF_SIZE / 4; i++)
+		if (words[i] != pattern + i) {
+			reply("dma readback mismatch at word %u: 0x%x\n", i, words[i]);
+			return -EIO;
+		}
+	/* The guest CPU sees the same bytes through the aperture. */
+	cpu = ioremap_wc(phys, EDU_BUF_SIZE);
+	if (!cpu)
+		return -ENOMEM;
+	for (i = 0; i < EDU_BUF_SIZE / 4; i++)
+		if (readl(cpu + 4 * i) != pattern + i)
+			break;
+	iounmap(cpu);
+	if (i != EDU_BUF_SIZE / 4) {
+		reply("cpu readback mismatch at word %u\n", i);
+		return -EIO;
+	}
+	/* tests/vm/run.py checks these bytes in the GPU's backing file. */
+	pr_info("wrote pattern 0x%08x at phys 0x%llx via iova 0x%llx\n",
+		pattern, phys, iova);
+	reply("dma ok phys 0x%llx iova 0x%llx\n", phys, iova);
+	return 0;
+}
+
+/* expect(): one line of the bad-input matrix. */
+static int bad_fail;
+
+static void expect(const char *what, int got, int want)
+{
+	if (got != want)
+		bad_fail++;
+	reply("%s %s: got %d, want %d\n", got == want ? "ok" : "FAIL", what,
+	      got, want);
+}
+
+static void dummy_cb(void *data)
+{
+}
+
+static int cmd_badinput(u64 va, u64 len)
+{
+	struct nvidia_p2p_page_table *pt = NULL;
+	struct nvidia_p2p_dma_mapping *map = NULL;
+	struct slot *s = &con->slots[NSLOTS - 1];
+
+	bad_fail = 0;
+	expect("unaligned va", nvidia_p2p_get_pages(0, 0, va + 4096, len, &pt, dummy_cb, NULL), -EINVAL);
+	expect("unaligned length", nvidia_p2p_get_pages(0, 0, va, len - 4096, &pt, dummy_cb, NULL), -EINVAL);
+	expect("zero length", nvidia_p2p_get_pages(0, 0, va, 0, &pt, dummy_cb, NULL), -EINVAL);
+	expect("overflow", nvidia_p2p_get_pages(0, 0, ~0ULL - 0xffff, 2 * GPU_PAGE, &pt, dummy_cb, NULL), -EINVAL);
+	expect("NULL callback", nvidia_p2p_get_pages(0, 0, va, len, &pt, NULL, NULL), -EINVAL);
+	expect("NULL table pointer", nvidia_p2p_get_pages(0, 0, va, len, NULL, dummy_cb, NULL), -EINVAL);
+	expect("unknown va", nvidia_p2p_get_pages(0, 0, 0x100000, GPU_PAGE, &pt, dummy_cb, NULL), -EINVAL);
+	expect("range past the allocation", nvidia_p2p_get_pages(0, 0, va, len + 1024 * GPU_PAGE, &pt, dummy_cb, NULL), -EINVAL);
+	expect("persistent NULL table pointer", nvidia_p2p_get_pages_persistent(va, len, NULL, 0), -EINVAL);
+	expect("persistent bad flags", nvidia_p2p_get_pages_persistent(va, len, &pt, 0x80), -EINVAL);
+	expect("pt untouched on error", pt != NULL, 0);
+	expect("put NULL table", nvidia_p2p_put_pages(0, 0, va, NULL), 0);
+	expect("put_persistent NULL table", nvidia_p2p_put_pages_persistent(va, NULL, 0), 0);
+	expect("put never-issued table", nvidia_p2p_put_pages(0, 0, va, (void *)con->buf), 0);
+	expect("put persistent-kind mismatch", nvidia_p2p_put_pages_persistent(s->va, s->pt, 0), -EINVAL);
+	/* A (va, table) pair that names no pin is "not found": 0, and the pin stays. */
+	expect("put wrong va", nvidia_p2p_put_pages(0, 0, s->va + GPU_PAGE, s->pt), 0);
+	expect("pin still live", READ_ONCE(s->live), 1);
+	expect("map NULL peer", nvidia_p2p_dma_map_pages(NULL, s->pt, &map), -EINVAL);
+	expect("map NULL table", nvidia_p2p_dma_map_pages(con->edu, NULL, &map), -EINVAL);
+	expect("map NULL out", nvidia_p2p_dma_map_pages(con->edu, s->pt, NULL), -EINVAL);
+	expect("map unknown table", nvidia_p2p_dma_map_pages(con->edu, (void *)con->buf, &map), -EINVAL);
+	expect("unmap NULL args", nvidia_p2p_dma_unmap_pages(NULL, NULL, NULL), -EINVAL);
+	expect("unmap unknown mapping", nvidia_p2p_dma_unmap_pages(con->edu, s->pt, (void *)con->buf), 0);
+	expect("free_page_table no-op", nvidia_p2p_free_page_table(NULL), 0);
+	expect("free_dma_mapping no-op", nvidia_p2p_free_dma_mapping(NULL), 0);
+	expect("init_mapping unsupported", nvidia_p2p_init_mapping(0, NULL, NULL, NULL), -ENOTSUPP);
+	expect("destroy_mapping unsupported", nvidia_p2p_destroy_mapping(0), -ENOTSUPP);
+	expect("capability persistent", nvidia_p2p_cap_persistent_pages, 1);
+	return bad_fail ? -EIO : 0;
+}
+
+static int run_cmd(char *line)
+{
+	char *argv[6] = {};
+	unsigned int argc = 0, idx;
+	u64 a = 0, b = 0, c = 0;
+	struct slot *s;
+	char *p = strim(line), *tok;
+
+	while ((tok = strsep(&p, " ")) && argc < ARRAY_SIZE(argv))
+		if (*tok)
+			argv[argc++] = tok;
+	if (!argc)
+		return -EINVAL;
+	if (argc > 1 && kstrtou64(argv[1], 0, &a))
+		a = 0;
+	if (argc > 2 && kstrtou64(argv[2], 0, &b))
+		b = 0;	/* not a number: "map S PEER" */
+	if (argc > 3 && kstrtou64(argv[3], 0, &c))
+		c = 0;
+	if (!strcmp(argv[0], "badinput"))
+		return cmd_badinput(a, b);
+	idx = a;
+	s = get_slot(idx);
+	if (!s || argc < 2)
+		return -EINVAL;
+	if (!strcmp(argv[0], "pin") && argc == 4 && b && c)
+		return cmd_pin(s, b, c, false, 0);
+	if (!strcmp(argv[0], "ppin") && argc >= 4) {
+		u64 flags = 0;
+
+		if (argc == 5 && kstrtou64(argv[4], 0, &flags))
+			return -EINVAL;
+		return cmd_pin(s, b, c, true, flags);
+	}
+	if (!strcmp(argv[0], "map"))
+		return cmd_map(s, argc > 2 ? argv[2] : NULL);
+	if (!strcmp(argv[0], "unmap"))
+		return cmd_unmap(s);
+	if (!strcmp(argv[0], "put"))
+		return cmd_put(s);
+	if (!strcmp(argv[0], "dma") && argc == 4)
+		return cmd_dma(s, b, c);
+	if (!strcmp(argv[0], "status")) {
+		reply("slot %u pinned %d mapped %d persistent %d callbacks %d\n",
+		      idx, READ_ONCE(s->live), s->peer != NULL,
+		      s->persistent, atomic_read(&s->callbacks));
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static ssize_t ctl_write(struct file *file, const char __user *ubuf,
+			 size_t count, loff_t *ppos)
+{
+	char line[128];
+	int ret;
+
+	if (count >= sizeof(line))
+		return -EINVAL;
+	if (copy_from_user(line, ubuf, count))
+		return -EFAULT;
+	line[count] = 0;
+	mutex_lock(&con->lock);
+	con->reply_len = 0;
+	ret = run_cmd(line);
+	if (ret)
+		reply("error %d\n", ret);
+	mutex_unlock(&con->lock);
+	return ret ? ret : count;
+}
+
+static ssize_t ctl_read(struct file *file, char __user *ubuf, size_t count,
+			loff_t *ppos)
+{
+	ssize_t ret;
+
+	mutex_lock(&con->lock);
+	ret = simple_read_from_buffer(ubuf, count, ppos, con->reply,
+				      con->reply_len);
+	mutex_unlock(&con->lock);
+	return ret;
+}
+
+static const struct file_operations ctl_fops = {
+	.owner = THIS_MODULE,
+	.write = ctl_write,
+	.read = ctl_read,
+	.llseek = default_llseek,
+};
+
+static int edu_probe(struct pci_dev *pdev, const struct pci_device_id *id)
+{
+	int ret;
+
+	ret = pcim_enable_device(pdev);
+	if (ret)
+		return ret;
+	pci_set_master(pdev);
+	ret = dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(64));
+	if (ret)
+		return ret;
+	con->regs = pcim_iomap_region(pdev, 0, KBUILD_MODNAME);
+	if (IS_ERR(con->regs))
+		return PTR_ERR(con->regs);
+	con->buf = dmam_alloc_coherent(&pdev->dev, EDU_BUF_SIZE, &con->buf_dma,
+				       GFP_KERNEL);
+	if (!con->buf)
+		return -ENOMEM;
+	con->edu = pdev;
+	con->dir = debugfs_create_dir(KBUILD_MODNAME, NULL);
+	debugfs_create_file("ctl", 0600, con->dir, NULL, &ctl_fops);
+	pci_info(pdev, "edu bound as the RDMA peer; nvrs reports %u GPUs\n",
+		 nvrs_gpu_count());
+	return 0;
+}
+
+static void edu_remove(struct pci_dev *pdev)
+{
+	unsigned int i;
+
+	debugfs_remove_recursive(con->dir);
+	mutex_lock(&con->lock);
+	for (i = 0; i < NSLOTS; i++)
+		if (READ_ONCE(con->slots[i].live) || con->slots[i].peer)
+			cmd_put(&con->slots[i]);
+	mutex_unlock(&con->lock);
+	con->edu = NULL;
+}
+
+static const struct pci_device_id edu_ids[] = {
+	{ PCI_DEVICE(EDU_VENDOR, EDU_DEVICE) },
+	{ }
+};
+MODULE_DEVICE_TABLE(pci, edu_ids);
+
+static struct pci_driver edu_driver = {
+	.name = KBUILD_MODNAME,
+	.id_table = edu_ids,
+	.probe = edu_probe,
+	.remove = edu_remove,
+};
 
 static int __init nvrs_consumer_init(void)
 {
-	pr_info("nvrs reports %u GPUs\n", nvrs_gpu_count());
-	return 0;
+	int ret;
+
+	con = kzalloc(sizeof(*con), GFP_KERNEL);
+	if (!con)
+		return -ENOMEM;
+	mutex_init(&con->lock);
+	ret = pci_register_driver(&edu_driver);
+	if (ret)
+		kfree(con);
+	return ret;
 }
 module_init(nvrs_consumer_init);
 
 static void __exit nvrs_consumer_exit(void)
 {
+	pci_unregister_driver(&edu_driver);
+	mutex_destroy(&con->lock);
+	kfree(con);
 }
 module_exit(nvrs_consumer_exit);
 
-MODULE_DESCRIPTION("nvrs test consumer (RDMA-driver stand-in)");
+MODULE_DESCRIPTION("nvrs test consumer: an RDMA-driver stand-in on QEMU edu");
 MODULE_LICENSE("GPL");

@@ -30,3 +30,4 @@ check "demo: $n GPUs bound" test "$n" -ge 1
 demo "== rmmod nvrs =="
 check "demo: rmmod nvrs" rmmod nvrs
 demo "  nvrs unloaded; debugfs entries left: $(ls /sys/kernel/debug/nvrs 2>/dev/null | wc -l)"
+done_testing

@@ -31,6 +31,12 @@ expect_eq() {
 	fi
 }
 
+# done_testing: the last line of every scenario. A scenario that stops early
+# (a shell error, a killed process) never prints it, and the runner fails it.
+done_testing() {
+	echo "nvrs-tap: done"
+}
+
 diag() {
 	echo "nvrs-tap: # $*"
 }

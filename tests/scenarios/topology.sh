@@ -49,3 +49,4 @@ check "rmmod nvrs" rmmod nvrs
 check "insmod with p2p_topology=1 (allow all)" insmod $M/nvrs.ko emulated=1 peer_device=$EDU p2p_topology=1
 check "every path allowed" sh -c "! grep -- '->' $T | grep -q refused"
 check "rmmod nvrs" rmmod nvrs
+done_testing

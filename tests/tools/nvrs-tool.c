@@ -18,6 +18,8 @@
  *   wr SLOT OFFSET VALUE       write a u32 through a CPU mapping of SLOT
  *   rd SLOT OFFSET VALUE       read a u32 through a CPU mapping, compare
  *   child CMD...               run the rest of the line in a forked child
+ *   sh COMMAND                 run a shell command (e.g. a sysfs write)
+ *   race GPU SECONDS           8 threads racing pin/put/free/callback
  *   sleep MS
  *
  * Prefix a command with "!ERRNO " (a name such as EINVAL, or a number) to
@@ -28,6 +30,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,6 +159,142 @@ static int map_rw(int s, uint64_t off, uint32_t val, int write)
 	return ret;
 }
 
+static int ctl_line(const char *text)
+{
+	int c = open(CTL, O_RDWR), ret = 0;
+
+	if (c < 0)
+		return -errno;
+	if (write(c, text, strlen(text)) < 0)
+		ret = -errno;
+	close(c);
+	return ret;
+}
+
+/*
+ * The race: 4 pairs of threads. In each pair, one thread allocates GPU
+ * memory, has the consumer pin it (a non-persistent pin, slot 8 + pair),
+ * then frees it, which revokes the pin through its callback unless the
+ * other thread's put_pages got there first; the other thread puts the pin
+ * at a random moment. Every step runs concurrently with the other pairs.
+ */
+#define RACE_PAIRS 4
+
+struct race_pair {
+	int index, gpu;
+	_Atomic int published;		/* 1: pinned, waiting for the put */
+	_Atomic long ops, errors;
+	int last_error, last_step;	/* for the report */
+	time_t deadline;
+};
+
+static void race_error(struct race_pair *p, int step, int err)
+{
+	p->errors++;
+	p->last_step = step;
+	p->last_error = err;
+}
+
+static unsigned int rnd(unsigned int *seed, unsigned int n)
+{
+	*seed = *seed * 1103515245 + 12345;
+	return (*seed >> 16) % n;
+}
+
+static void *race_owner(void *arg)
+{
+	struct race_pair *p = arg;
+	unsigned int seed = 1 + p->index;
+	char text[128];
+
+	while (time(NULL) < p->deadline) {
+		struct nvrs_alloc a = {
+			.gpu = p->gpu, .size = (1 + rnd(&seed, 32)) << 16,
+		};
+		struct nvrs_free f;
+		int ret;
+
+		if (ioctl(fd, NVRS_IOCTL_ALLOC, &a)) {
+			race_error(p, 1, errno);
+			continue;
+		}
+		snprintf(text, sizeof(text), "pin %d 0x%llx 0x%llx", 8 + p->index,
+			 (unsigned long long)a.va, (unsigned long long)a.size);
+		ret = ctl_line(text);
+		if (!ret) {
+			if (rnd(&seed, 2)) {
+				snprintf(text, sizeof(text), "map %d", 8 + p->index);
+				ret = ctl_line(text);
+				if (ret)
+					race_error(p, 3, -ret);
+				ret = 0;
+			}
+			atomic_store(&p->published, 1);
+		} else {
+			race_error(p, 2, -ret);
+		}
+		usleep(rnd(&seed, 300));
+		f.va = a.va;
+		if (ioctl(fd, NVRS_IOCTL_FREE, &f))
+			race_error(p, 4, errno);
+		while (!ret && atomic_load(&p->published))
+			usleep(50);
+		p->ops++;
+	}
+	atomic_store(&p->published, -1);
+	return NULL;
+}
+
+static void *race_putter(void *arg)
+{
+	struct race_pair *p = arg;
+	unsigned int seed = 100 + p->index;
+	char text[64];
+	int st;
+
+	while ((st = atomic_load(&p->published)) != -1) {
+		if (st != 1) {
+			usleep(20);
+			continue;
+		}
+		usleep(rnd(&seed, 300));
+		snprintf(text, sizeof(text), "put %d", 8 + p->index);
+		/* 0 whether the pin was live or already revoked. */
+		st = ctl_line(text);
+		if (st)
+			race_error(p, 5, -st);
+		p->ops++;
+		atomic_store(&p->published, 0);
+	}
+	return NULL;
+}
+
+static int race(int gpu, int seconds)
+{
+	struct race_pair pairs[RACE_PAIRS];
+	pthread_t th[2 * RACE_PAIRS];
+	long ops = 0, errors = 0;
+	int i;
+
+	for (i = 0; i < RACE_PAIRS; i++) {
+		pairs[i] = (struct race_pair){ .index = i, .gpu = gpu,
+			.deadline = time(NULL) + seconds };
+		pthread_create(&th[2 * i], NULL, race_owner, &pairs[i]);
+		pthread_create(&th[2 * i + 1], NULL, race_putter, &pairs[i]);
+	}
+	for (i = 0; i < 2 * RACE_PAIRS; i++)
+		pthread_join(th[i], NULL);
+	for (i = 0; i < RACE_PAIRS; i++) {
+		ops += pairs[i].ops;
+		errors += pairs[i].errors;
+		if (pairs[i].errors)
+			printf("pair %d: %ld errors, last at step %d (1 alloc, 2 pin, 3 map, 4 free, 5 put): errno %d\n",
+			       i, (long)pairs[i].errors, pairs[i].last_step, pairs[i].last_error);
+	}
+	printf("race: %ld operations, %ld errors\n", ops, errors);
+	return errors ? -EIO : 0;
+}
+
 /* Runs one command; returns 0 or a negative errno. */
 static int run(int argc, char **argv)
 {
@@ -166,6 +307,10 @@ static int run(int argc, char **argv)
 	}
 	if (!strcmp(cmd, "ctl"))
 		return do_ctl(argv + 1, argc - 1);
+	if (!strcmp(cmd, "sh") && argc == 2) {
+		ret = system(argv[1]);
+		return ret ? -EIO : 0;
+	}
 	if (!strcmp(cmd, "child")) {
 		pid_t pid = fork();
 		int status;
@@ -213,6 +358,8 @@ static int run(int argc, char **argv)
 		slot_size[s] = a.size;
 		printf("alloc %c va 0x%llx size %llu\n", 'A' + s,
 		       (unsigned long long)a.va, (unsigned long long)a.size);
+	} else if (!strcmp(cmd, "race") && argc == 3) {
+		return race(atoi(argv[1]), atoi(argv[2]));
 	} else if (!strcmp(cmd, "free") && argc == 2) {
 		struct nvrs_free f = { .va = slot_va[slot(argv[1])] };
 

@@ -92,7 +92,7 @@ def parse_gpu_spec(spec):
     return chip, int(mib or 256) * MIB
 
 
-def build_initramfs(workdir, modules, scenarios, cmdline_env):
+def build_initramfs(workdir, modules, scenarios, cmdline_env, bins=()):
     root = os.path.join(workdir, "initramfs")
     for d in ("bin", "sbin", "dev", "proc", "sys", "tmp", "lib/modules", "scenarios", "etc"):
         os.makedirs(os.path.join(root, d), exist_ok=True)
@@ -100,6 +100,8 @@ def build_initramfs(workdir, modules, scenarios, cmdline_env):
     shutil.copy(busybox, os.path.join(root, "bin/busybox"))
     for m in modules:
         shutil.copy(m, os.path.join(root, "lib/modules", os.path.basename(m)))
+    for b in bins:
+        shutil.copy(b, os.path.join(root, "bin", os.path.basename(b)))
     shutil.copy(os.path.join(TESTS, "scenarios", "lib.sh"), os.path.join(root, "scenarios/lib.sh"))
     for s in scenarios:
         shutil.copy(os.path.join(TESTS, "scenarios", s + ".sh"),
@@ -175,9 +177,10 @@ def parse_console(text):
                 scenarios[m.group(1)] = [0, 0, False]
                 current = m.group(1)
                 continue
-            m = re.match(r"^end (\S+)", body)
-            if m and m.group(1) in scenarios:
-                scenarios[m.group(1)][2] = True
+            if body == "done" and scenarios:
+                scenarios[current][2] = True
+                continue
+            if re.match(r"^end (\S+)", body):
                 continue
             m = RESULT.match(body)
             if m and scenarios:
@@ -205,11 +208,42 @@ def parse_console(text):
     return suites, scenarios, problems
 
 
+def check_backing_files(console, gpus):
+    """Checks, in the emulated GPUs' backing files, the patterns the consumer's edu DMA wrote.
+
+    The p2p scenario prints each GPU's aperture address ("nvrs-hostcheck: gpu I PHYS"); the
+    consumer logs every DMA ("wrote pattern P at phys X"). The last write to each location
+    must be in the file: 2 KiB of 32-bit words P, P+1, ...
+    """
+    apertures = {}
+    for m in re.finditer(r"nvrs-hostcheck: gpu (\d+) (0x[0-9a-f]+)", console):
+        apertures[int(m.group(1))] = int(m.group(2), 16)
+    writes = {}
+    for m in re.finditer(r"wrote pattern (0x[0-9a-f]+) at phys (0x[0-9a-f]+)", console):
+        writes[int(m.group(2), 16)] = int(m.group(1), 16)
+    results = []
+    for phys, pattern in sorted(writes.items()):
+        owner = [(i, base) for i, base in apertures.items()
+                 if i < len(gpus) and base <= phys < base + gpus[i].size]
+        if not owner:
+            results.append((f"backing file: no GPU aperture holds phys {phys:#x}", False))
+            continue
+        i, base = owner[0]
+        with open(gpus[i].path, "rb") as f:
+            f.seek(phys - base)
+            data = f.read(2048)
+        want = struct.pack("<512I", *[(pattern + k) & 0xFFFFFFFF for k in range(512)])
+        results.append((f"GPU{i} backing file holds pattern {pattern:#010x} at offset "
+                        f"{phys - base:#x}", data == want))
+    return results
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernel", default=os.environ.get("BZIMAGE"), help="bzImage")
     ap.add_argument("--module", action="append", default=[], help="module to put in the initramfs")
     ap.add_argument("--scenario", action="append", default=[], help="tests/scenarios/NAME.sh to run")
+    ap.add_argument("--bin", action="append", default=[], help="static program to put in /bin")
     ap.add_argument("--gpu", action="append", default=[], help="emulated GPU CHIP[:MiB] (default GH100, GA100)")
     ap.add_argument("--nvlink", action="store_true", help="declare an NVLink pair between GPU 0 and 1")
     ap.add_argument("--bad-gpus", action="store_true",
@@ -252,7 +286,7 @@ def main():
         env = {"NVRS_GPUS": str(len(specs)), "NVRS_BAD_GPUS": "1" if args.bad_gpus else "0",
                "NVRS_TOPOLOGY": args.topology, "NVRS_NVLINK": "1" if args.nvlink else "0",
                "NVRS_CHIPS": " ".join(parse_gpu_spec(s)[0] for s in specs)}
-        initrd = build_initramfs(workdir, args.module, args.scenario, env)
+        initrd = build_initramfs(workdir, args.module, args.scenario, env, args.bin)
         cmd = qemu_command(args, args.kernel, initrd, gpus)
         start = time.time()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -291,7 +325,7 @@ def main():
             with open(args.log, "w") as f:
                 f.write(console)
         suites, scenarios, problems = parse_console(console)
-        host_results = []
+        host_results = check_backing_files(console, gpus)
         if args.host_check:
             ns = {}
             exec(compile(open(args.host_check).read(), args.host_check, "exec"), ns)
@@ -317,7 +351,7 @@ def main():
     for name in args.scenario:
         p, f, done = scenarios.get(name, [0, 0, False])
         good = f == 0 and done and p > 0
-        why = "" if done else " (did not finish)"
+        why = "" if done else " (did not reach done_testing)"
         lines.append(f"{'PASS' if good else 'FAIL'} scenario {name}: {p} passed, {f} failed{why}")
         passed, failed = passed + p, failed + f + (0 if good or f else 1)
     for desc, ok in host_results:

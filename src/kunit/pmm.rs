@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! KUnit suite `nvrs_pmm`: the memory manager inside the kernel, with its kernel metadata
+//! storage: on the emulated GPUs' own managers, and on private ones.
+
+use kernel::prelude::*;
+
+#[kunit_tests(nvrs_pmm)]
+mod tests {
+    use kernel::prelude::*;
+
+    use crate::{
+        gpu,
+        hwref::{
+            PMM_CHUNKS_DEFAULT,
+            ROOT_CHUNK_SIZE,
+            SZ_4K,
+            SZ_64K, //
+        },
+        kstorage::KernelStorage,
+        pmm::{
+            transition,
+            AllocFlags,
+            ChunkId,
+            Event,
+            FreeOutcome,
+            MemType,
+            Pmm,
+            PmmError,
+            State,
+            Zero, //
+        },
+    };
+
+    fn err(_: PmmError) -> Error {
+        EINVAL
+    }
+
+    #[test]
+    fn live_managers_are_consistent() -> Result {
+        for g in gpu::all()?.iter() {
+            let Some(mem) = &g.mem else { continue };
+            let pmm = mem.pmm.lock();
+            assert!(pmm.check().is_ok());
+            assert_eq!(pmm.base(), g.fb.offset);
+            assert_eq!(u64::try_from(pmm.root_count())? * ROOT_CHUNK_SIZE, g.fb.size);
+            let s = pmm.stats();
+            assert_eq!(s.free_bytes + s.allocated_bytes + s.temp_pinned_bytes, s.total_bytes);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn split_lookup_merge() -> Result {
+        let mut pmm = Pmm::<KernelStorage>::new(0, 8 * ROOT_CHUNK_SIZE, PMM_CHUNKS_DEFAULT).map_err(err)?;
+        let mut ids = [ChunkId::default(); 1];
+        pmm.alloc(ROOT_CHUNK_SIZE, MemType::Kernel, AllocFlags::default(), &mut ids).map_err(err)?;
+        let root = ids[0];
+        assert_eq!(pmm.state(root).map_err(err)?, State::Allocated);
+        let first = pmm.split(root).map_err(err)?;
+        assert_eq!(pmm.children(root).map_err(err)?, 32);
+        let last = pmm.nth_child(root, 31).map_err(err)?;
+        assert_eq!(pmm.size(last).map_err(err)?, SZ_64K);
+        assert_eq!(pmm.state(first).map_err(err)?, State::Allocated);
+        let addr = pmm.addr(last).map_err(err)?;
+        assert_eq!(pmm.lookup(addr).map_err(err)?.raw(), last.raw());
+        assert_eq!(pmm.pins(last).map_err(err)?, 0);
+        assert!(!pmm.is_zeroed(last).map_err(err)?);
+        assert!(pmm.check().is_ok());
+        pmm.merge(root).map_err(err)?;
+        assert_eq!(pmm.state(root).map_err(err)?, State::Allocated);
+        assert_eq!(pmm.free(root, Zero::Zeroed).map_err(err)?, FreeOutcome::Freed);
+        assert!(pmm.check().is_ok());
+        assert_eq!(pmm.stats().free_bytes, 8 * ROOT_CHUNK_SIZE);
+        Ok(())
+    }
+
+    #[test]
+    fn pins_block_free_and_split() -> Result {
+        let mut pmm = Pmm::<KernelStorage>::new(0, 2 * ROOT_CHUNK_SIZE, PMM_CHUNKS_DEFAULT).map_err(err)?;
+        let mut ids = [ChunkId::default(); 2];
+        pmm.alloc(SZ_4K, MemType::Kernel, AllocFlags::default(), &mut ids).map_err(err)?;
+        assert_eq!(pmm.p2p_pin(ids[0]).map_err(err)?, 1);
+        assert_eq!(pmm.free(ids[0], Zero::Dirty).map_err(err)?, FreeOutcome::Revoke { pins: 1 });
+        assert_eq!(pmm.p2p_pin(ids[0]).err(), Some(PmmError::Revoking));
+        assert_eq!(pmm.p2p_unpin(ids[0]).map_err(err)?, 0);
+        assert_eq!(pmm.free(ids[0], Zero::Dirty).map_err(err)?, FreeOutcome::Freed);
+        assert_eq!(pmm.free(ids[1], Zero::Dirty).map_err(err)?, FreeOutcome::Freed);
+        let mut big = [ChunkId::default(); 1];
+        pmm.alloc(ROOT_CHUNK_SIZE, MemType::Kernel, AllocFlags::default(), &mut big).map_err(err)?;
+        pmm.p2p_pin(big[0]).map_err(err)?;
+        assert_eq!(pmm.split(big[0]).err(), Some(PmmError::Pinned));
+        pmm.p2p_unpin(big[0]).map_err(err)?;
+        assert_eq!(pmm.free(big[0], Zero::Dirty).map_err(err)?, FreeOutcome::Freed);
+        assert!(pmm.check().is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn transition_table() {
+        let events = [
+            Event::Claim,
+            Event::ClaimOwned,
+            Event::Unpin,
+            Event::Split,
+            Event::Free,
+            Event::MergeFree,
+            Event::MergeAllocated,
+        ];
+        let mut legal = 0;
+        for from in State::ALL {
+            for e in events {
+                if let Ok(to) = transition(from, e) {
+                    legal += 1;
+                    assert!(to != from);
+                }
+            }
+        }
+        // The nine arrows of the table in src/pmm/chunk.rs.
+        assert_eq!(legal, 9);
+        assert_eq!(transition(State::IsSplit, Event::MergeAllocated).ok(), Some(State::Allocated));
+        assert!(transition(State::TempPinned, Event::Split).is_err());
+    }
+}

@@ -1,0 +1,302 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The exported `nvidia_p2p_*` functions.
+//!
+//! Each is `#[no_mangle] extern "C"` with the prototype of `include/nv-p2p.h` and is exported
+//! with `EXPORT_SYMBOL_GPL` by `src/exports.c`. They validate every argument, return the errno
+//! NVIDIA's driver returns for the same input, and treat the table and mapping pointers they are
+//! given purely as lookup keys ([`crate::p2p::pin`]). The raw-pointer writes to consumers'
+//! out-parameters are the only `unsafe` here.
+
+use core::ffi::{
+    c_int,
+    c_void, //
+};
+
+use kernel::{
+    prelude::*,
+    sync::atomic::{
+        Atomic,
+        Relaxed, //
+    },
+};
+
+use crate::{
+    helpers::{
+        self,
+        PeerRef, //
+    },
+    p2p::{
+        abi,
+        dma::DmaMapping,
+        pin::{
+            self,
+            P2pPin,
+            PinState, //
+        },
+    },
+    topology,
+    vaspace::{
+        self,
+        range::check_p2p_range, //
+    },
+};
+
+/// Converts a result to the C return convention.
+fn ret(r: Result) -> c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// Pins `[va, va + len)` of the calling process's GPU memory.
+fn get_pages(
+    va: u64,
+    len: u64,
+    out: *mut *mut abi::PageTable,
+    persistent: bool,
+    callback: abi::FreeCallback,
+    data: *mut c_void,
+) -> Result {
+    let span = check_p2p_range(va, len).map_err(|_| EINVAL)?;
+    if out.is_null() || (!persistent && callback.is_none()) {
+        return Err(EINVAL);
+    }
+    let alloc = vaspace::lookup_current(&span).ok_or(EINVAL)?;
+    let offset = span.start() - alloc.span.start();
+    let (_pin, table) = P2pPin::create(alloc, va, offset, span.len(), persistent, callback, data)?;
+    // SAFETY: `out` is non-null and, by the API contract, points to a writable
+    // `nvidia_p2p_page_table_t *` of the caller.
+    unsafe { out.write(table) };
+    Ok(())
+}
+
+/// `nvidia_p2p_get_pages()`: a non-persistent pin; `free_callback` is mandatory.
+#[no_mangle]
+pub(crate) extern "C" fn nvidia_p2p_get_pages(
+    _p2p_token: u64,
+    _va_space: u32,
+    virtual_address: u64,
+    length: u64,
+    page_table: *mut *mut abi::PageTable,
+    free_callback: abi::FreeCallback,
+    data: *mut c_void,
+) -> c_int {
+    ret(get_pages(virtual_address, length, page_table, false, free_callback, data))
+}
+
+/// `nvidia_p2p_get_pages_persistent()`: a pin that no free revokes.
+#[no_mangle]
+pub(crate) extern "C" fn nvidia_p2p_get_pages_persistent(
+    virtual_address: u64,
+    length: u64,
+    page_table: *mut *mut abi::PageTable,
+    flags: u32,
+) -> c_int {
+    // BAR1 is the only mapping nvrs makes, so FORCE_BAR1_MAPPING asks for nothing new.
+    if flags & !abi::FLAGS_FORCE_BAR1_MAPPING != 0 {
+        return EINVAL.to_errno();
+    }
+    ret(get_pages(virtual_address, length, page_table, true, None, core::ptr::null_mut()))
+}
+
+/// Ends the pin named by `(current process, va, table)` after checking it is of the expected
+/// kind.
+///
+/// A pin is found by its table's address, its VA and its owner, like NVIDIA's driver finds it
+/// among the calling process's objects. A stale pointer (after a revocation or a put) names no
+/// pin, and the call returns 0 — even if the table's memory has since been reused for another
+/// pin, which then has another VA or owner: the address alone is never trusted.
+fn put(va: u64, table: *mut abi::PageTable, persistent: bool) -> Result {
+    if table.is_null() {
+        return Ok(());
+    }
+    let Some(pin) = pin::lookup(table as usize) else {
+        return Ok(());
+    };
+    if pin.va != va || pin.alloc.tgid != crate::helpers::current_tgid() {
+        return Ok(());
+    }
+    if pin.persistent != persistent {
+        return Err(EINVAL);
+    }
+    if pin.state() == PinState::Revoking && pin.is_revoking_thread() {
+        // Called from its own free callback, which the API forbids.
+        return Err(EIO);
+    }
+    pin.put();
+    Ok(())
+}
+
+/// `nvidia_p2p_put_pages()`.
+#[no_mangle]
+pub(crate) extern "C" fn nvidia_p2p_put_pages(
+    _p2p_token: u64,
+    _va_space: u32,
+    virtual_address: u64,
+    page_table: *mut abi::PageTable,
+) -> c_int {
+    ret(put(virtual_address, page_table, false))
+}
+
+/// `nvidia_p2p_put_pages_persistent()`.
+#[no_mangle]
+pub(crate) extern "C" fn nvidia_p2p_put_pages_persistent(
+    virtual_address: u64,
+    page_table: *mut abi::PageTable,
+    flags: u32,
+) -> c_int {
+    if flags != 0 {
+        return EINVAL.to_errno();
+    }
+    ret(put(virtual_address, page_table, true))
+}
+
+fn dma_map(peer: *mut abi::PciDev, table: *mut abi::PageTable, out: *mut *mut abi::DmaMapping) -> Result {
+    if peer.is_null() || table.is_null() || out.is_null() {
+        return Err(EINVAL);
+    }
+    let pin = pin::lookup(table as usize).ok_or(EINVAL)?;
+    // SAFETY: `peer` is non-null and, by the API contract, a valid `struct pci_dev`.
+    let peer = unsafe { PeerRef::new(peer) }.ok_or(EINVAL)?;
+    let endpoint = helpers::peer_describe(&peer)?;
+    let (_, _, allowed) = topology::p2p_gate(&pin.alloc.gpu, &endpoint);
+    if !allowed {
+        return Err(ENOTSUPP);
+    }
+    let mapping = DmaMapping::new(&pin.table, peer, crate::p2p_coalesce())?;
+    let ptr = mapping.as_ptr();
+    {
+        let mut maps = pin.dma.lock();
+        // A revocation that started meanwhile would miss this mapping: refuse instead.
+        if pin.state() != PinState::Live {
+            return Err(EINVAL);
+        }
+        maps.push(mapping, GFP_KERNEL)?;
+    }
+    // SAFETY: `out` is non-null and, by the API contract, points to a writable
+    // `nvidia_p2p_dma_mapping_t *` of the caller.
+    unsafe { out.write(ptr) };
+    Ok(())
+}
+
+/// `nvidia_p2p_dma_map_pages()`: maps a pinned table for `peer`.
+#[no_mangle]
+pub(crate) extern "C" fn nvidia_p2p_dma_map_pages(
+    peer: *mut abi::PciDev,
+    page_table: *mut abi::PageTable,
+    dma_mapping: *mut *mut abi::DmaMapping,
+) -> c_int {
+    ret(dma_map(peer, page_table, dma_mapping))
+}
+
+fn dma_unmap(peer: *mut abi::PciDev, table: *mut abi::PageTable, mapping: *mut abi::DmaMapping) -> Result {
+    if peer.is_null() || table.is_null() || mapping.is_null() {
+        return Err(EINVAL);
+    }
+    // Stale pointers (after a revocation) name nothing: the mapping is already gone.
+    let Some(pin) = pin::lookup(table as usize) else {
+        return Ok(());
+    };
+    let victim = {
+        let mut maps = pin.dma.lock();
+        let Some(i) = maps.iter().position(|m| m.key() == mapping as usize) else {
+            return Ok(());
+        };
+        if maps.get(i).map(|m| m.peer().as_abi()) != Some(peer) {
+            return Err(EINVAL);
+        }
+        maps.remove(i).map_err(|_| EINVAL)?
+    };
+    drop(victim);
+    Ok(())
+}
+
+/// `nvidia_p2p_dma_unmap_pages()`.
+#[no_mangle]
+pub(crate) extern "C" fn nvidia_p2p_dma_unmap_pages(
+    peer: *mut abi::PciDev,
+    page_table: *mut abi::PageTable,
+    dma_mapping: *mut abi::DmaMapping,
+) -> c_int {
+    ret(dma_unmap(peer, page_table, dma_mapping))
+}
+
+/// `nvidia_p2p_free_page_table()`: nvrs frees tables itself; a no-op for API compatibility.
+#[no_mangle]
+pub(crate) extern "C" fn nvidia_p2p_free_page_table(_page_table: *mut abi::PageTable) -> c_int {
+    0
+}
+
+/// `nvidia_p2p_free_dma_mapping()`: nvrs frees mappings itself; a no-op.
+#[no_mangle]
+pub(crate) extern "C" fn nvidia_p2p_free_dma_mapping(_dma_mapping: *mut abi::DmaMapping) -> c_int {
+    0
+}
+
+/// `nvidia_p2p_init_mapping()`: the pre-2.0 mailbox interface; not supported (as in NVIDIA's
+/// current driver).
+#[no_mangle]
+pub(crate) extern "C" fn nvidia_p2p_init_mapping(
+    _p2p_token: u64,
+    _params: *mut abi::Params,
+    _destroy_callback: abi::DestroyCallback,
+    _data: *mut c_void,
+) -> c_int {
+    ENOTSUPP.to_errno()
+}
+
+/// `nvidia_p2p_destroy_mapping()`: not supported.
+#[no_mangle]
+pub(crate) extern "C" fn nvidia_p2p_destroy_mapping(_p2p_token: u64) -> c_int {
+    ENOTSUPP.to_errno()
+}
+
+/// Whether an rsync driver is registered (nvrs never calls it: no IBM NPU systems).
+static RSYNC_REGISTERED: Atomic<u32> = Atomic::new(0);
+
+/// `nvidia_p2p_register_rsync_driver()`: records one driver; there is nothing to sync.
+#[no_mangle]
+pub(crate) extern "C" fn nvidia_p2p_register_rsync_driver(
+    driver: *mut abi::RsyncDriver,
+    _data: *mut c_void,
+) -> c_int {
+    if driver.is_null() {
+        return EINVAL.to_errno();
+    }
+    // SAFETY: `driver` is non-null and, by the API contract, a valid driver description.
+    let d = unsafe { &*driver };
+    if !abi::rsync_driver_version_compatible(d.version)
+        || d.get_relaxed_ordering_mode.is_none()
+        || d.put_relaxed_ordering_mode.is_none()
+        || d.wait_for_rsync.is_none()
+    {
+        return EINVAL.to_errno();
+    }
+    if RSYNC_REGISTERED.cmpxchg(0, 1, Relaxed).is_err() {
+        return EBUSY.to_errno();
+    }
+    0
+}
+
+/// `nvidia_p2p_unregister_rsync_driver()`.
+#[no_mangle]
+pub(crate) extern "C" fn nvidia_p2p_unregister_rsync_driver(
+    _driver: *mut abi::RsyncDriver,
+    _data: *mut c_void,
+) {
+    RSYNC_REGISTERED.store(0, Relaxed);
+}
+
+/// `nvidia_p2p_get_rsync_registers()`: there are none.
+#[no_mangle]
+pub(crate) extern "C" fn nvidia_p2p_get_rsync_registers(
+    _reg_info: *mut *mut abi::RsyncRegInfo,
+) -> c_int {
+    ENODEV.to_errno()
+}
+
+/// `nvidia_p2p_put_rsync_registers()`: nothing to put.
+#[no_mangle]
+pub(crate) extern "C" fn nvidia_p2p_put_rsync_registers(_reg_info: *mut abi::RsyncRegInfo) {}

@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! DMA mappings of a page table for a peer device.
+//!
+//! A table's pages are 64 KiB pieces of the GPU aperture. Mapping them for a peer means making
+//! each reachable from that peer: with an IOMMU, an IOVA in the peer's domain; without one, the
+//! bus address. nvrs maps each *run* of physically contiguous pages once with
+//! `dma_map_resource` (so a 1 GiB pin of 2 MiB chunks is 512 calls, or one for a contiguous
+//! allocation, instead of 16384) and hands out one DMA address per 64 KiB entry.
+
+use kernel::{
+    alloc::KVVec,
+    prelude::*, //
+};
+
+use crate::{
+    helpers::{
+        self,
+        PeerRef, //
+    },
+    hwref::P2P_PAGE_SIZE,
+    p2p::{
+        abi,
+        table::TableMemory, //
+    },
+};
+
+/// One `dma_map_resource` mapping.
+struct Run {
+    dma: u64,
+    len: u64,
+}
+
+/// A DMA mapping of a table for one peer: the C-visible `nvidia_p2p_dma_mapping`, its address
+/// array, and the runs to unmap. Dropping it unmaps.
+pub(crate) struct DmaMapping {
+    mapping: KBox<abi::DmaMapping>,
+    _addrs: KVVec<u64>,
+    runs: KVVec<Run>,
+    peer: PeerRef,
+}
+
+// SAFETY: The raw pointers inside `mapping` point into `_addrs` and at the peer, which `peer`
+// holds a reference on; nothing writes through them after construction.
+unsafe impl Send for DmaMapping {}
+// SAFETY: As above: shared access only reads.
+unsafe impl Sync for DmaMapping {}
+
+/// Groups consecutive entries whose physical addresses follow each other into runs:
+/// `(first entry, entries)`.
+pub(crate) fn runs(phys: impl Iterator<Item = u64>) -> impl Iterator<Item = (usize, usize, u64)> {
+    let mut it = phys.enumerate().peekable();
+    core::iter::from_fn(move || {
+        let (start, first) = it.next()?;
+        let mut n = 1usize;
+        let mut next = first.checked_add(P2P_PAGE_SIZE);
+        while let Some(&(_, p)) = it.peek() {
+            if Some(p) != next {
+                break;
+            }
+            it.next();
+            n += 1;
+            next = p.checked_add(P2P_PAGE_SIZE);
+        }
+        Some((start, n, first))
+    })
+}
+
+impl DmaMapping {
+    /// Maps every page of `table` for `peer`. With `coalesce` false, maps each 64 KiB page on
+    /// its own (the per-entry scheme of NVIDIA's driver, kept as the benchmark anchor).
+    pub(crate) fn new(table: &TableMemory, peer: PeerRef, coalesce: bool) -> Result<Self> {
+        let n = usize::try_from(table.entries())?;
+        let mut addrs = KVVec::with_capacity(n, GFP_KERNEL)?;
+        let mut this_runs = KVVec::new();
+        let phys = (0..n).map(|i| table.phys(i).unwrap_or(0));
+        let unwind = |runs: &KVVec<Run>| {
+            for r in runs.iter() {
+                helpers::dma_unmap_mmio(&peer, r.dma, r.len);
+            }
+        };
+        let groups: KVVec<(usize, usize, u64)> = {
+            let mut g = KVVec::new();
+            if coalesce {
+                for r in runs(phys) {
+                    g.push(r, GFP_KERNEL)?;
+                }
+            } else {
+                for (i, p) in phys.enumerate() {
+                    g.push((i, 1, p), GFP_KERNEL)?;
+                }
+            }
+            g
+        };
+        for &(_, count, first) in groups.iter() {
+            let len = u64::try_from(count)? * P2P_PAGE_SIZE;
+            let dma = match helpers::dma_map_mmio(&peer, first, len) {
+                Ok(d) => d,
+                Err(e) => {
+                    unwind(&this_runs);
+                    return Err(e);
+                }
+            };
+            if let Err(e) = this_runs.push(Run { dma, len }, GFP_KERNEL) {
+                helpers::dma_unmap_mmio(&peer, dma, len);
+                unwind(&this_runs);
+                return Err(e.into());
+            }
+            for k in 0..count {
+                // Capacity was reserved for every entry.
+                let _ = addrs.push_within_capacity(dma + u64::try_from(k)? * P2P_PAGE_SIZE);
+            }
+        }
+        let mapping = KBox::new(
+            abi::DmaMapping {
+                version: abi::DMA_MAPPING_VERSION,
+                page_size_type: abi::PAGE_SIZE_64KB,
+                entries: table.entries(),
+                dma_addresses: addrs.as_mut_ptr(),
+                private: core::ptr::null_mut(),
+                pci_dev: peer.as_abi(),
+            },
+            GFP_KERNEL,
+        );
+        match mapping {
+            Ok(mapping) => Ok(Self { mapping, _addrs: addrs, runs: this_runs, peer }),
+            Err(e) => {
+                unwind(&this_runs);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// The mapping's address, as handed to the consumer (its name in later calls).
+    pub(crate) fn key(&self) -> usize {
+        core::ptr::from_ref::<abi::DmaMapping>(&self.mapping) as usize
+    }
+
+    /// The C-visible mapping, for handing out.
+    pub(crate) fn as_ptr(&self) -> *mut abi::DmaMapping {
+        self.key() as *mut abi::DmaMapping
+    }
+
+    /// The peer the mapping is for.
+    pub(crate) fn peer(&self) -> &PeerRef {
+        &self.peer
+    }
+
+    /// Number of `dma_map_resource` mappings.
+    pub(crate) fn run_count(&self) -> usize {
+        self.runs.len()
+    }
+}
+
+impl Drop for DmaMapping {
+    fn drop(&mut self) {
+        for r in self.runs.iter() {
+            helpers::dma_unmap_mmio(&self.peer, r.dma, r.len);
+        }
+    }
+}

@@ -1,0 +1,323 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Pins: GPU memory pinned for a peer, and the page tables and DMA mappings handed out for them.
+//!
+//! A [`P2pPin`] owns the C-visible `nvidia_p2p_page_table` (and its page entries and UUID), the
+//! DMA mappings made of it, and a P2P pin count on every memory-manager chunk it covers. Pins
+//! are registered by the address of their page table, which is how consumers name them in
+//! later calls; [`PINS`] maps that address to the pin. A pointer a consumer passes in is only
+//! ever used as a key into [`PINS`]: nvrs never dereferences it unless it found a live pin
+//! there, so stale pointers after a revocation are harmless (the call returns 0).
+//!
+//! # Ending a pin
+//!
+//! A pin ends exactly once, either by its consumer ([`P2pPin::put`]: `put_pages`) or by
+//! revocation ([`P2pPin::revoke`]: the allocation was freed, the process exited, or the GPU went
+//! away). [`PinState`] arbitrates: whoever moves it out of `Live` does the work. A `put` that
+//! finds a revocation in flight waits for it to finish and returns 0, as NVIDIA's driver does.
+//! Revocation calls the consumer's free callback with no nvrs lock held (the callback may take
+//! its own locks, which the consumer may also hold while calling into nvrs), then tears down the
+//! DMA mappings and frees the table.
+
+use core::ffi::c_void;
+
+use kernel::{
+    new_spinlock,
+    prelude::*,
+    sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Arc,
+        Completion,
+        Mutex,
+        SpinLock, //
+    },
+};
+
+use crate::{
+    hwref::P2P_PAGE_SIZE,
+    p2p::{
+        abi,
+        dma::DmaMapping,
+        table::TableMemory, //
+    },
+    vaspace::Allocation,
+};
+
+/// Where a pin is in its life.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum PinState {
+    /// Handed out and usable.
+    Live,
+    /// The free callback is running or the mappings are being torn down.
+    Revoking,
+    /// Being put by its consumer.
+    Putting,
+    /// Over; the pin is out of [`PINS`].
+    Dead,
+}
+
+/// A live pin.
+#[pin_data]
+pub(crate) struct P2pPin {
+    /// The page table and its entries, as handed to the consumer.
+    pub(crate) table: TableMemory,
+    /// The pinned allocation (kept alive by the pin).
+    pub(crate) alloc: Arc<Allocation>,
+    /// Offset of the pinned range in the allocation.
+    pub(crate) offset: u64,
+    /// Length of the pinned range.
+    pub(crate) len: u64,
+    /// VA the consumer pinned (checked again at put).
+    pub(crate) va: u64,
+    /// Pinned with `get_pages_persistent`: never revoked by a free.
+    pub(crate) persistent: bool,
+    /// The consumer's free callback and its argument (non-persistent pins).
+    callback: abi::FreeCallback,
+    data: usize,
+    /// Life cycle; see the module documentation.
+    #[pin]
+    state: SpinLock<PinState>,
+    /// The task running the free callback during a revocation (0 otherwise).
+    revoker: Atomic<usize>,
+    /// Completed when the pin is dead; `put` waits on it during a revocation.
+    #[pin]
+    done: Completion,
+    /// DMA mappings made of the table.
+    #[pin]
+    pub(crate) dma: Mutex<KVec<DmaMapping>>,
+}
+
+// SAFETY: `data` is the consumer's opaque cookie, only ever passed back to its callback, and the
+// callback is an `extern "C"` function pointer; both may be used from any thread. The other
+// fields are `Send + Sync`.
+unsafe impl Send for P2pPin {}
+// SAFETY: See above; shared access never mutates `callback` or `data`.
+unsafe impl Sync for P2pPin {}
+
+/// The registry of live pins, keyed by page-table address.
+pub(crate) struct PinRegistry {
+    pins: KVec<(usize, Arc<P2pPin>)>,
+}
+
+kernel::sync::global_lock! {
+    // SAFETY: `init_registry` calls `init` from the module initialiser, before any pin can exist.
+    pub(crate) unsafe(uninit) static PINS: Mutex<PinRegistry> = PinRegistry { pins: KVec::new() };
+}
+
+/// Initialises the pin registry. Called once, from module init.
+pub(crate) fn init_registry() {
+    // SAFETY: Module init runs once, so `init` is called exactly once, before any other use.
+    unsafe { PINS.init() };
+}
+
+impl PinRegistry {
+    fn position(&self, key: usize) -> Result<usize, usize> {
+        self.pins.binary_search_by_key(&key, |(k, _)| *k)
+    }
+}
+
+/// The live pin whose page table is at `key`.
+pub(crate) fn lookup(key: usize) -> Option<Arc<P2pPin>> {
+    let reg = PINS.lock();
+    let i = reg.position(key).ok()?;
+    reg.pins.get(i).map(|(_, p)| p.clone())
+}
+
+/// Renders `debugfs/nvrs/p2p`: the number of live pins, then one line per pin.
+pub(crate) fn render(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    let reg = PINS.lock();
+    writeln!(f, "pins: {}", reg.pins.len())?;
+    for (_, p) in reg.pins.iter() {
+        let maps = p.dma.lock();
+        let runs: usize = maps.iter().map(|m| m.run_count()).sum();
+        writeln!(
+            f,
+            "gpu {} va {:#x} len {:#x} entries {} {} pid {} state {:?} mappings {} runs {}",
+            p.alloc.gpu.index,
+            p.va,
+            p.len,
+            p.table.entries(),
+            if p.persistent { "persistent" } else { "callback" },
+            p.alloc.tgid,
+            p.state(),
+            maps.len(),
+            runs
+        )?;
+    }
+    Ok(())
+}
+
+impl P2pPin {
+    /// Pins `[offset, offset + len)` of `alloc` (both multiples of 64 KiB, inside it): counts a
+    /// P2P pin on every chunk, builds the page table, registers the pin. Returns the pin and
+    /// its table address.
+    pub(crate) fn create(
+        alloc: Arc<Allocation>,
+        va: u64,
+        offset: u64,
+        len: u64,
+        persistent: bool,
+        callback: abi::FreeCallback,
+        data: *mut c_void,
+    ) -> Result<(Arc<P2pPin>, *mut abi::PageTable)> {
+        let entries = u32::try_from(len / P2P_PAGE_SIZE).map_err(|_| EINVAL)?;
+        let phys = alloc.gpu.aperture.phys;
+        let table = TableMemory::new(entries, &alloc.gpu.uuid, |i| {
+            let off = offset + u64::from(i) * P2P_PAGE_SIZE;
+            alloc.fb_offset_at(off).map(|fb| phys + fb)
+        })?;
+        let owner = alloc.clone();
+        let pin = Arc::pin_init(
+            try_pin_init!(P2pPin {
+                table,
+                alloc: owner,
+                offset,
+                len,
+                va,
+                persistent,
+                callback,
+                data: data as usize,
+                state <- new_spinlock!(PinState::Live),
+                revoker: Atomic::new(0),
+                done <- Completion::new(),
+                dma <- kernel::new_mutex!(KVec::new()),
+            }),
+            GFP_KERNEL,
+        )?;
+        let key = pin.table.key();
+        // Publish under the allocation's lock, so a concurrent release either refuses us
+        // (released) or sees the pin and revokes it.
+        let mut st = alloc.state.lock();
+        if st.released {
+            return Err(EINVAL);
+        }
+        st.pins.push(pin.clone(), GFP_KERNEL)?;
+        if let Err(e) = pin.count_chunks(true) {
+            st.pins.pop();
+            return Err(e);
+        }
+        let mut reg = PINS.lock();
+        let at = match reg.position(key) {
+            Ok(_) => Err(EEXIST),
+            Err(at) => Ok(at),
+        };
+        let res = at.and_then(|at| {
+            reg.pins.reserve(1, GFP_KERNEL)?;
+            reg.pins.insert_within_capacity(at, (key, pin.clone())).map_err(|_| ENOMEM)
+        });
+        drop(reg);
+        if let Err(e) = res {
+            st.pins.pop();
+            let _ = pin.count_chunks(false);
+            return Err(e);
+        }
+        if persistent && !crate::helpers::module_get() {
+            // nvrs is being unloaded.
+            drop(st);
+            pin.finish();
+            return Err(ENODEV);
+        }
+        Ok((pin, key as *mut abi::PageTable))
+    }
+
+    /// Adds (or drops) one P2P pin on every chunk the pin covers.
+    fn count_chunks(&self, add: bool) -> Result {
+        let mut pmm = self.alloc.backing.mem.pmm.lock();
+        let mut done = 0usize;
+        for p in self.alloc.pieces_in(self.offset, self.len) {
+            let r = if add { pmm.p2p_pin(p.id) } else { pmm.p2p_unpin(p.id) };
+            if let Err(e) = r {
+                if add {
+                    // Undo the pins taken so far.
+                    for q in self.alloc.pieces_in(self.offset, self.len).take(done) {
+                        let _ = pmm.p2p_unpin(q.id);
+                    }
+                }
+                return Err(crate::fb::errno(e));
+            }
+            done += 1;
+        }
+        Ok(())
+    }
+
+    /// Moves the pin out of `Live` into `to`; false if someone else got there first.
+    fn claim(&self, to: PinState) -> bool {
+        let mut s = self.state.lock();
+        if *s == PinState::Live {
+            *s = to;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Tears down what the pin holds: DMA mappings, the registry entry, the chunk pins, the
+    /// allocation's record of it. Then the pin is dead.
+    fn finish(&self) {
+        let maps = core::mem::take(&mut *self.dma.lock());
+        drop(maps);
+        {
+            let mut reg = PINS.lock();
+            if let Ok(i) = reg.position(self.table.key()) {
+                let _ = reg.pins.remove(i);
+            }
+        }
+        if let Err(e) = self.count_chunks(false) {
+            pr_err!("dropping P2P pins: {e:?}\n");
+        }
+        if self.persistent {
+            crate::helpers::module_put();
+        }
+        *self.state.lock() = PinState::Dead;
+        self.done.complete_all();
+        self.alloc.pin_gone(self);
+    }
+
+    /// Ends the pin at its consumer's request (`put_pages`). If a revocation is in flight, waits
+    /// for it to finish instead.
+    pub(crate) fn put(&self) {
+        if self.claim(PinState::Putting) {
+            self.finish();
+        } else {
+            self.done.wait_for_completion();
+        }
+    }
+
+    /// Revokes the pin: calls the consumer's free callback (with no nvrs lock held), then tears
+    /// everything down. Persistent pins are never revoked by a free.
+    pub(crate) fn revoke(&self) {
+        if !self.claim(PinState::Revoking) {
+            // Being put concurrently: wait until that is over, so the memory is unpinned when
+            // the caller goes on.
+            self.done.wait_for_completion();
+            return;
+        }
+        self.revoker.store(kernel::task::Task::current_raw() as usize, Relaxed);
+        if let Some(cb) = self.callback {
+            // SAFETY: The consumer registered `cb` with `data` in `nvidia_p2p_get_pages` and
+            // promised they stay valid until the pin ends; it has not ended (we own the
+            // revocation). No nvrs lock is held here.
+            unsafe { cb(self.data as *mut c_void) };
+        }
+        self.revoker.store(0, Relaxed);
+        self.finish();
+    }
+
+    /// Unmaps every DMA mapping of the pin (its GPU is going away).
+    pub(crate) fn unmap_all(&self) {
+        drop(core::mem::take(&mut *self.dma.lock()));
+    }
+
+    /// Whether the calling thread is running this pin's free callback.
+    pub(crate) fn is_revoking_thread(&self) -> bool {
+        self.revoker.load(Relaxed) == kernel::task::Task::current_raw() as usize
+    }
+
+    /// Current state.
+    pub(crate) fn state(&self) -> PinState {
+        *self.state.lock()
+    }
+}

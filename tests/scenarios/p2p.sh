@@ -1,0 +1,97 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Scenario "p2p": the nvidia_p2p API end to end. A process allocates GPU
+# memory through /dev/nvrs; the C consumer (an RDMA-driver stand-in bound to
+# edu) pins it in that process's context, DMA-maps it for edu through the
+# IOMMU, and has edu DMA patterns into it, checked by DMA readback, through
+# the guest CPU mapping and, after the VM, in the GPU's backing file.
+
+. /scenarios/lib.sh
+M=/lib/modules
+D=/sys/kernel/debug/nvrs
+
+# tool DESCRIPTION ARGS...: one nvrs-tool run (one process) as one test.
+tool() {
+	_d=$1
+	shift
+	if nvrs-tool "$@" >/tmp/tool.out 2>&1; then
+		ok "$_d"
+	else
+		not_ok "$_d"
+	fi
+	while IFS= read -r l; do diag "  $l"; done </tmp/tool.out
+}
+
+check "insmod nvrs" insmod $M/nvrs.ko emulated=1 peer_device=0x123411e8
+check "insmod consumer" insmod $M/nvrs_consumer.ko
+check "/dev/nvrs exists" test -c /dev/nvrs
+GPU1=$(nvrs_bound | sed -n 2p)
+# Tell the runner where each GPU's aperture is, so that it can check the
+# bytes edu wrote in the GPUs' backing files after the VM has stopped.
+for bdf in $(nvrs_bound); do
+	idx=$(sed -n 's/^emulated_index: //p' $D/$bdf/info)
+	phys=$(sed -n 's/^aperture: BAR resource [0-9]* at \(0x[0-9a-f]*\),.*/\1/p' $D/$bdf/info)
+	echo "nvrs-hostcheck: gpu $idx $phys"
+done
+fb_total() { sed -n "s/^total_bytes: \([0-9]*\).*/\1/p" $D/$1/pmm/stats; }
+
+tool "pin, map for edu, DMA and verify on GPU0 (2 KiB at two offsets)" \
+	count \; info 0 \; alloc A 0 4M \; ctl pin 0 @A 0x200000 \; ctl map 0 \; \
+	ctl dma 0 0 0x11110000 \; ctl dma 0 0x110000 0x22220000 \; \
+	rd A 0 0x11110000 \; rd A 0x110004 0x22220001 \; \
+	ctl status 0 \; ctl unmap 0 \; ctl put 0 \; free A
+tool "the same on GPU1" \
+	alloc A 1 2M \; ctl pin 0 @A 0x200000 \; ctl map 0 \; \
+	ctl dma 0 0x1f0000 0x33330000 \; rd A 0x1f0000 0x33330000 \; ctl put 0 \; free A
+tool "CPU writes through mmap are seen by the peer's DMA" \
+	alloc A 0 2M \; wr A 0x10000 0x5a5a5a5a \; ctl pin 0 @A 0x20000 \; ctl map 0 \; \
+	ctl dma 0 0x1000 0x44440000 \; rd A 0x10000 0x5a5a5a5a \; ctl put 0 \; free A
+tool "GPU0 memory mapped for GPU1 as the peer" \
+	alloc A 0 2M \; ctl pin 0 @A 0x100000 \; ctl map 0 $GPU1 \; ctl unmap 0 \; ctl put 0 \; free A
+tool "a contiguous 8 MiB allocation maps as one run" \
+	alloc A 0 8M contig \; ctl pin 0 @A 0x800000 \; ctl map 0 \; ctl put 0 \; free A
+check "contiguous mapping reported one run" grep -q "runs 1" /tmp/tool.out
+
+tool "free while pinned fires the callback once and tears the mapping down" \
+	alloc A 0 2M \; ctl pin 1 @A 0x100000 \; ctl map 1 \; free A \; ctl status 1 \; \
+	ctl unmap 1 \; ctl put 1
+check "callback fired exactly once" grep -q "slot 1 pinned 0 mapped 1 persistent 0 callbacks 1" /tmp/tool.out
+tool "process exit revokes its pins" alloc A 0 2M \; ctl pin 2 @A 0x10000
+tool "the exit's callback fired" ctl status 2
+check "callbacks 1 after exit" grep -q "callbacks 1" /tmp/tool.out
+
+tool "a persistent pin survives free, keeps working, and is put" \
+	alloc A 0 2M \; ctl ppin 3 @A 0x200000 \; ctl map 3 \; free A \; \
+	ctl dma 3 0x2000 0x66660000 \; ctl status 3 \; ctl put 3
+check "no callback for the persistent pin" grep -q "persistent 1 callbacks 0" /tmp/tool.out
+
+tool "bad-input matrix" \
+	alloc A 0 2M \; ctl pin 15 @A 0x100000 \; ctl badinput @A 0x100000 \; \
+	!EINVAL child ctl pin 4 @A 0x10000 \; \
+	ctl put 15 \; ctl put 15 \; free A \; !EINVAL ctl pin 5 @A 0x10000
+tool "ioctl bad inputs" \
+	!EINVAL alloc B 0 0 \; !EINVAL alloc B 0 4096 \; !ENODEV alloc B 9 64K \; \
+	!EINVAL alloc B 0 64K 0x80 \; !ENOMEM alloc B 0 1G \; !ENOENT freeva 0x1234 \; \
+	!ENOTTY raw 0x1234 0 \; !EFAULT raw 0xc018e502 0x10 \; !ENODEV info 7
+tool "the whole memory can be pinned; then allocation fails cleanly" \
+	alloc A 1 $(( $(fb_total $GPU1) / 1024 ))K \; ctl pin 6 @A $(fb_total $GPU1) \; \
+	!ENOMEM alloc B 1 64K \; ctl put 6 \; free A
+
+GPU0=$(nvrs_bound | sed -n 1p)
+dmesg_mark
+tool "8 threads race pin/put/free/callback for 5 s" race 0 5
+check "no pins left" grep -qx "pins: 0" $D/p2p
+check "GPU0 memory all free again" sh -c \
+	"grep -q \"^free_bytes: $(fb_total $GPU0)\$\" $D/$GPU0/pmm/stats"
+
+# Hot-unplug of a GPU with a pin outstanding revokes it.
+tool "hot-unplug GPU1 with a pin outstanding" \
+	alloc A 1 2M \; ctl pin 7 @A 0x100000 \; ctl map 7 \; \
+	sh "echo 1 > /sys/bus/pci/devices/$GPU1/remove" \; ctl status 7 \; ctl put 7
+check "unplug fired the callback" grep -q "slot 7 pinned 0 mapped 1 persistent 0 callbacks 1" /tmp/tool.out
+check "rescan brings GPU1 back" sh -c "echo 1 > /sys/bus/pci/rescan; test -e /sys/bus/pci/drivers/nvrs/$GPU1"
+
+check "rmmod consumer" rmmod nvrs_consumer
+check "no pins left at the end" grep -qx "pins: 0" $D/p2p
+check "rmmod nvrs" rmmod nvrs
+done_testing
