@@ -52,4 +52,12 @@ int nvrs_current_tgid(void);
 bool nvrs_module_get(void);
 void nvrs_module_put(void);
 
+/* rust/bench_buddy.c: the gpu_buddy benchmark anchor. */
+u64 nvrs_now_ns(void);
+void *nvrs_buddy_new(u64 size, u64 chunk);
+void nvrs_buddy_destroy(void *mm);
+void *nvrs_buddy_alloc(void *mm, u64 size);
+void nvrs_buddy_free(void *mm, void *block);
+u64 nvrs_buddy_largest_free(void *mm);
+
 #endif /* NVRS_RUST_HELPERS_H */

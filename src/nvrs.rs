@@ -33,6 +33,7 @@ use kernel::{
 };
 
 mod aperture;
+mod bench;
 mod chardev;
 mod driver;
 mod emu_identity;
@@ -95,6 +96,8 @@ struct NvrsModule {
     #[pin]
     _p2p: debugfs::File<()>,
     #[pin]
+    _bench: debugfs::File<()>,
+    #[pin]
     _dev: MiscDeviceRegistration<chardev::NvrsFile>,
     _registry: gpu::RegistryGuard,
 }
@@ -109,6 +112,7 @@ impl InPlaceModule for NvrsModule {
             _driver <- Registration::new(MODULE_NAME, module),
             _topology <- root.read_callback_file(c"topology", (), &render_topology),
             _p2p <- root.read_callback_file(c"p2p", (), &render_p2p),
+            _bench <- root.read_callback_file(c"bench_pmm", (), &render_bench),
             _dev <- MiscDeviceRegistration::register(MiscDeviceOptions { name: c"nvrs" }),
             _registry: registry,
         })
@@ -133,6 +137,10 @@ pub(crate) fn p2p_coalesce() -> bool {
 /// The `peer_device` module parameter.
 pub(crate) fn peer_device() -> u32 {
     module_parameters::peer_device.value()
+}
+
+fn render_bench(_: &(), f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    bench::render(f)
 }
 
 fn render_p2p(_: &(), f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {

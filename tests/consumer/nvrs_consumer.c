@@ -21,6 +21,12 @@
  *                          back by DMA and through a CPU mapping of the
  *                          page's physical address, and compares
  *   status S               slot state and how often its callback fired
+ *   benchpin VA LEN N      N x (get_pages + put_pages) of [VA, VA + LEN)
+ *   benchgup UVA LEN N     N x (pin_user_pages + unpin) of user memory: the
+ *                          anchor for benchpin
+ *   benchmap S N           N x (dma_map_pages + dma_unmap_pages) of slot S
+ *                          for edu, then N x the same mapping made with one
+ *                          dma_map_resource per 64 KiB entry (the anchor)
  *   badinput VA LEN        the bad-input matrix (needs a live pin of
  *                          [VA, VA + LEN) in slot 15)
  *
@@ -37,6 +43,8 @@
 #include <linux/dma-mapping.h>
 #include <linux/io.h>
 #include <linux/iopoll.h>
+#include <linux/ktime.h>
+#include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/pci.h>
@@ -302,6 +310,103 @@ static int cmd_dma(struct slot *s, u64 off, u32 pattern)
 	return 0;
 }
 
+static void dummy_cb(void *data)
+{
+}
+
+static int cmd_benchpin(u64 va, u64 len, u64 n)
+{
+	struct nvidia_p2p_page_table *pt;
+	u64 i, t0;
+	int ret;
+
+	if (!n)
+		return -EINVAL;
+	t0 = ktime_get_ns();
+	for (i = 0; i < n; i++) {
+		ret = nvidia_p2p_get_pages(0, 0, va, len, &pt, dummy_cb, NULL);
+		if (ret)
+			return ret;
+		ret = nvidia_p2p_put_pages(0, 0, va, pt);
+		if (ret)
+			return ret;
+	}
+	reply("benchpin len %llu ns_per_op %llu\n", len, (ktime_get_ns() - t0) / n);
+	return 0;
+}
+
+static int cmd_benchgup(u64 uva, u64 len, u64 n)
+{
+	u64 npages = len >> PAGE_SHIFT, i, t0;
+	struct page **pages;
+	long got;
+	int ret = 0;
+
+	if (!n || !npages || npages > INT_MAX)
+		return -EINVAL;
+	pages = kvmalloc_array(npages, sizeof(*pages), GFP_KERNEL);
+	if (!pages)
+		return -ENOMEM;
+	t0 = ktime_get_ns();
+	for (i = 0; i < n && !ret; i++) {
+		got = pin_user_pages_fast(uva, npages, FOLL_WRITE | FOLL_LONGTERM, pages);
+		if (got > 0)
+			unpin_user_pages(pages, got);
+		if (got != npages)
+			ret = got < 0 ? got : -EFAULT;
+	}
+	if (!ret)
+		reply("benchgup len %llu ns_per_op %llu\n", len, (ktime_get_ns() - t0) / n);
+	kvfree(pages);
+	return ret;
+}
+
+static int cmd_benchmap(struct slot *s, u64 n)
+{
+	struct nvidia_p2p_page_table *pt = READ_ONCE(s->pt);
+	struct nvidia_p2p_dma_mapping *map;
+	dma_addr_t *addrs;
+	u64 i, t0, t_nvrs, t_anchor;
+	u32 e;
+	int ret = 0;
+
+	if (!READ_ONCE(s->live) || !n)
+		return -ENOENT;
+	t0 = ktime_get_ns();
+	for (i = 0; i < n; i++) {
+		ret = nvidia_p2p_dma_map_pages(con->edu, pt, &map);
+		if (ret)
+			return ret;
+		nvidia_p2p_dma_unmap_pages(con->edu, pt, map);
+	}
+	t_nvrs = (ktime_get_ns() - t0) / n;
+
+	addrs = kvmalloc_array(pt->entries, sizeof(*addrs), GFP_KERNEL);
+	if (!addrs)
+		return -ENOMEM;
+	t0 = ktime_get_ns();
+	for (i = 0; i < n && !ret; i++) {
+		for (e = 0; e < pt->entries; e++) {
+			addrs[e] = dma_map_resource(&con->edu->dev,
+						    pt->pages[e]->physical_address,
+						    GPU_PAGE, DMA_BIDIRECTIONAL, 0);
+			if (dma_mapping_error(&con->edu->dev, addrs[e])) {
+				ret = -EIO;
+				break;
+			}
+		}
+		while (e--)
+			dma_unmap_resource(&con->edu->dev, addrs[e], GPU_PAGE,
+					   DMA_BIDIRECTIONAL, 0);
+	}
+	t_anchor = (ktime_get_ns() - t0) / n;
+	kvfree(addrs);
+	if (!ret)
+		reply("benchmap len %llu nvrs_ns %llu anchor_ns %llu\n",
+		      (u64)pt->entries * GPU_PAGE, t_nvrs, t_anchor);
+	return ret;
+}
+
 /* expect(): one line of the bad-input matrix. */
 static int bad_fail;
 
@@ -311,10 +416,6 @@ static void expect(const char *what, int got, int want)
 		bad_fail++;
 	reply("%s %s: got %d, want %d\n", got == want ? "ok" : "FAIL", what,
 	      got, want);
-}
-
-static void dummy_cb(void *data)
-{
 }
 
 static int cmd_badinput(u64 va, u64 len)
@@ -377,6 +478,10 @@ static int run_cmd(char *line)
 		c = 0;
 	if (!strcmp(argv[0], "badinput"))
 		return cmd_badinput(a, b);
+	if (!strcmp(argv[0], "benchpin"))
+		return cmd_benchpin(a, b, c);
+	if (!strcmp(argv[0], "benchgup"))
+		return cmd_benchgup(a, b, c);
 	idx = a;
 	s = get_slot(idx);
 	if (!s || argc < 2)
@@ -398,6 +503,8 @@ static int run_cmd(char *line)
 		return cmd_put(s);
 	if (!strcmp(argv[0], "dma") && argc == 4)
 		return cmd_dma(s, b, c);
+	if (!strcmp(argv[0], "benchmap") && argc == 3)
+		return cmd_benchmap(s, b);
 	if (!strcmp(argv[0], "status")) {
 		reply("slot %u pinned %d mapped %d persistent %d callbacks %d\n",
 		      idx, READ_ONCE(s->live), s->peer != NULL,

@@ -15,6 +15,7 @@
  *   freeva VA                  NVRS_IOCTL_FREE of a raw VA
  *   raw CMD HEX_ARG            an ioctl with an arbitrary number and pointer
  *   ctl TEXT                   write TEXT to the consumer, print its reply
+ *   anon SLOT SIZE             map and touch anonymous memory into SLOT
  *   wr SLOT OFFSET VALUE       write a u32 through a CPU mapping of SLOT
  *   rd SLOT OFFSET VALUE       read a u32 through a CPU mapping, compare
  *   child CMD...               run the rest of the line in a forked child
@@ -307,6 +308,18 @@ static int run(int argc, char **argv)
 	}
 	if (!strcmp(cmd, "ctl"))
 		return do_ctl(argv + 1, argc - 1);
+	if (!strcmp(cmd, "anon") && argc == 3) {
+		int s = slot(argv[1]);
+		uint64_t size = parse_size(argv[2]);
+		void *m = mmap(NULL, size, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+
+		if (m == MAP_FAILED)
+			return -errno;
+		slot_va[s] = (uintptr_t)m;
+		slot_size[s] = size;
+		return 0;
+	}
 	if (!strcmp(cmd, "sh") && argc == 2) {
 		ret = system(argv[1]);
 		return ret ? -EIO : 0;

@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The benchmark anchor: the kernel's own GPU buddy allocator (gpu_buddy),
+ * driven one naturally aligned block at a time, as src/bench/ drives nvrs's
+ * memory manager. The kernel crate's wrapper allocates a list object per
+ * allocation; calling the C API directly keeps that cost out of the anchor.
+ */
+
+#include <linux/gpu_buddy.h>
+#include <linux/slab.h>
+#include <linux/timekeeping.h>
+
+#include "helpers.h"
+
+u64 nvrs_now_ns(void)
+{
+	return ktime_get_ns();
+}
+
+#if IS_ENABLED(CONFIG_GPU_BUDDY)
+
+void *nvrs_buddy_new(u64 size, u64 chunk)
+{
+	struct gpu_buddy *mm = kzalloc(sizeof(*mm), GFP_KERNEL);
+
+	if (mm && gpu_buddy_init(mm, size, chunk)) {
+		kfree(mm);
+		mm = NULL;
+	}
+	return mm;
+}
+
+void nvrs_buddy_destroy(void *mm)
+{
+	gpu_buddy_fini(mm);
+	kfree(mm);
+}
+
+void *nvrs_buddy_alloc(void *p, u64 size)
+{
+	struct gpu_buddy *mm = p;
+	struct gpu_buddy_block *block;
+	LIST_HEAD(list);
+
+	if (gpu_buddy_alloc_blocks(mm, 0, mm->size, size, size, &list, 0))
+		return NULL;
+	block = list_first_entry(&list, struct gpu_buddy_block, link);
+	list_del(&block->link);
+	return block;
+}
+
+void nvrs_buddy_free(void *mm, void *block)
+{
+	gpu_buddy_free_block(mm, block);
+}
+
+u64 nvrs_buddy_largest_free(void *p)
+{
+	struct gpu_buddy *mm = p;
+	int order;
+
+	for (order = mm->max_order; order >= 0; order--)
+		if (mm->free_scoreboard[order])
+			return mm->chunk_size << order;
+	return 0;
+}
+
+#endif /* CONFIG_GPU_BUDDY */
