@@ -126,8 +126,8 @@ pub(super) const MAX_ROOTS: u64 = 1 << (32 - SUB_BITS);
 pub(crate) struct ChunkId(u32);
 
 impl ChunkId {
-    /// No chunk (a free-list end).
-    pub(super) const NIL: ChunkId = ChunkId(u32::MAX);
+    /// No chunk: ends a free list, and fills output arrays before an allocation; never valid.
+    pub(crate) const NIL: ChunkId = ChunkId(u32::MAX);
 
     /// The identifier of sub-chunk `sub` of root `root` (`sub` 0 is the root itself).
     pub(super) const fn new(root: u32, sub: u16) -> Self {
