@@ -176,8 +176,11 @@ pub(crate) struct Pmm<S: Storage> {
 }
 
 impl<S: Storage> Pmm<S> {
-    /// Compile-time check of the memory budget of an unsplit root.
-    const ROOT_FITS: () = assert!(core::mem::size_of::<Root<S>>() <= 64);
+    /// Bytes of metadata of one unsplit root.
+    pub(crate) const ROOT_BYTES: usize = core::mem::size_of::<Root<S>>();
+
+    /// Compile-time check of the memory budget of an unsplit root (evaluated by [`Pmm::new`]).
+    const ROOT_FITS: () = assert!(Self::ROOT_BYTES <= 64);
 
     /// A manager of `[base, base + size)` with chunk sizes `sizes`; every root starts free and
     /// dirty.
