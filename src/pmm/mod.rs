@@ -186,7 +186,7 @@ impl<S: Storage> Pmm<S> {
     /// dirty.
     pub(crate) fn new(base: u64, size: u64, sizes: SizeMask) -> Result<Self, PmmError> {
         let () = Self::ROOT_FITS;
-        if !base.is_multiple_of(ROOT_CHUNK_SIZE) {
+        if base % ROOT_CHUNK_SIZE != 0 {
             return Err(PmmError::Misaligned);
         }
         let n = size / ROOT_CHUNK_SIZE;
@@ -211,7 +211,8 @@ impl<S: Storage> Pmm<S> {
         if !sizes.contains(ROOT_CHUNK_SIZE) {
             return Err(PmmError::BadSizes);
         }
-        let top = u8::try_from(levels - 1).map_err(|_| PmmError::BadSizes)?;
+        let top = levels.checked_sub(1).and_then(|t| u8::try_from(t).ok());
+        let top = top.ok_or(PmmError::BadSizes)?;
         let count = usize::try_from(n).map_err(|_| PmmError::TooLarge)?;
         let mut roots = S::Vec::<Root<S>>::new();
         roots.try_reserve(count)?;

@@ -47,6 +47,7 @@ fn new_validates_geometry() {
     assert_eq!(P::new(0, u64::MAX, m).err(), Some(PmmError::TooLarge));
     assert_eq!(P::new(u64::MAX - SZ_2M * 2 + 1, SZ_2M * 4, m).err(), Some(PmmError::TooLarge));
     assert_eq!(P::new(1 << 63, 1 << 63, m).err(), Some(PmmError::TooLarge));
+    assert_eq!(P::new(0, SZ_2M, SizeMask::from_sizes(0)).err(), Some(PmmError::BadSizes));
     let no_root = SizeMask::from_sizes(SZ_4K | SZ_64K);
     assert_eq!(P::new(0, SZ_2M, no_root).err(), Some(PmmError::BadSizes));
     let tiny = SizeMask::from_sizes(1024 | SZ_64K | SZ_2M);
@@ -397,7 +398,7 @@ fn fragmentation_index_definition() {
 #[test]
 fn root_metadata_budget() {
     // One unsplit root costs at most 64 bytes (also a compile-time assertion in the core).
-    assert!(P::ROOT_BYTES <= 64, "{}", P::ROOT_BYTES);
+    const { assert!(P::ROOT_BYTES <= 64) };
     let p = pmm(1024);
     assert_eq!(p.metadata_bytes(), 1024 * P::ROOT_BYTES);
     assert_eq!(ROOT_CHUNK_SIZE, SZ_2M);
