@@ -82,6 +82,50 @@ impl<S: Storage> Pmm<S> {
         Ok(id)
     }
 
+    /// Allocates the chunk of `size` at framebuffer offset `addr` (which must be aligned to
+    /// `size`), splitting the free chunk that holds it as needed; `NoSpace` if any part of it is
+    /// in use or its root holds chunks of the other type.
+    pub(crate) fn alloc_at(&mut self, addr: u64, size: u64, ty: MemType) -> Result<ChunkId, PmmError> {
+        let level = self.level_of(size).ok_or(PmmError::BadSize)?;
+        if addr % size != 0 {
+            return Err(PmmError::Misaligned);
+        }
+        let off = addr.checked_sub(self.base).ok_or(PmmError::InvalidId)?;
+        let r = u32::try_from(off >> ROOT_CHUNK_SIZE.trailing_zeros())
+            .map_err(|_| PmmError::InvalidId)?;
+        let within = off & (ROOT_CHUNK_SIZE - 1);
+        let kernel = ty == MemType::Kernel;
+        let top = self.top();
+        // Walk down to the chunk holding the range without changing anything.
+        let mut id = ChunkId::new(r, 0);
+        let mut n = *self.node(id)?;
+        while n.state == State::IsSplit && n.level > level {
+            id = self.child(id, self.child_index(&n, within)?)?;
+            n = *self.node(id)?;
+        }
+        let type_ok = n.level == top || n.has(KERNEL) == kernel;
+        if n.state != State::Free || !type_ok {
+            self.alloc_failures = self.alloc_failures.saturating_add(1);
+            return Err(PmmError::NoSpace);
+        }
+        if n.level > level {
+            self.reserve(id, self.slots_for(n.level, level).ok_or(PmmError::Corrupt)?)?;
+        }
+        if n.level == top {
+            let node = self.node_mut(id)?;
+            node.flags = (node.flags & ZEROED) | if kernel { KERNEL } else { 0 };
+        }
+        while n.level > level {
+            let k = self.child_index(&n, within)?;
+            self.split_node(id)?;
+            id = self.child(id, k)?;
+            n = *self.node(id)?;
+        }
+        self.unlink_free(id)?;
+        self.apply(id, if kernel { Event::ClaimOwned } else { Event::Claim })?;
+        Ok(id)
+    }
+
     /// Allocates `bytes` (rounded up to whole roots) as adjacent roots, lowest address first;
     /// returns the first root, which stands for the whole run (free it, pin it, unpin it).
     pub(crate) fn alloc_contiguous(&mut self, bytes: u64, ty: MemType) -> Result<ChunkId, PmmError> {

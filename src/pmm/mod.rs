@@ -456,15 +456,19 @@ impl<S: Storage> Pmm<S> {
         }
         let within = off & (ROOT_CHUNK_SIZE - 1);
         while n.state == State::IsSplit {
-            let child = self.size_of_level(n.level.checked_sub(1).ok_or(PmmError::Corrupt)?);
-            let k = within
-                .checked_sub(u64::from(n.offset))
-                .and_then(|d| d.checked_div(child))
-                .and_then(|k| u16::try_from(k).ok())
-                .ok_or(PmmError::Corrupt)?;
-            id = self.child(id, k)?;
+            id = self.child(id, self.child_index(n, within)?)?;
             n = self.node(id)?;
         }
         Ok(id)
+    }
+
+    /// Which child of the split chunk `n` holds offset `within` of the root.
+    fn child_index(&self, n: &Node, within: u64) -> Result<u16, PmmError> {
+        let child = self.size_of_level(n.level.checked_sub(1).ok_or(PmmError::Corrupt)?);
+        within
+            .checked_sub(u64::from(n.offset))
+            .and_then(|d| d.checked_div(child))
+            .and_then(|k| u16::try_from(k).ok())
+            .ok_or(PmmError::Corrupt)
     }
 }

@@ -28,6 +28,7 @@ const BASE: u64 = 1 << 30;
 enum Op {
     Alloc { size: Index, n: usize, kernel: bool, zero: bool },
     Contig { roots: u64, kernel: bool },
+    AllocAt { size: Index, at: Index, kernel: bool },
     Free { pick: Index, zeroed: bool },
     Unpin { pick: Index },
     Pin { pick: Index },
@@ -41,6 +42,8 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (any::<Index>(), 1usize..24, any::<bool>(), any::<bool>())
             .prop_map(|(size, n, kernel, zero)| Op::Alloc { size, n, kernel, zero }),
         1 => (1u64..4, any::<bool>()).prop_map(|(roots, kernel)| Op::Contig { roots, kernel }),
+        2 => (any::<Index>(), any::<Index>(), any::<bool>())
+            .prop_map(|(size, at, kernel)| Op::AllocAt { size, at, kernel }),
         4 => (any::<Index>(), any::<bool>()).prop_map(|(pick, zeroed)| Op::Free { pick, zeroed }),
         2 => any::<Index>().prop_map(|pick| Op::Unpin { pick }),
         1 => any::<Index>().prop_map(|pick| Op::Pin { pick }),
@@ -111,6 +114,17 @@ impl Model {
                 Some(_) => 0,
             })
             .sum()
+    }
+
+    /// Whether the chunk of `size` at `addr` can be allocated for `kernel`.
+    fn can_alloc_at(&self, addr: u64, size: u64, kernel: bool) -> bool {
+        let first = self.page(addr);
+        let free = self.pages[first..first + (size / SZ_4K) as usize].iter().all(|&p| p == 0);
+        let root = first / PAGES_PER_ROOT;
+        free && match self.root_kernel(root) {
+            None => true,
+            Some(k) => k == kernel && size < SZ_2M,
+        }
     }
 
     fn free_root_run(&self, n: usize) -> bool {
@@ -243,6 +257,27 @@ fn run(roots: u64, mask: SizeMask, ops: Vec<Op>) {
                     Err(e) => {
                         assert_eq!(e, PmmError::NoSpace);
                         assert!(!expect);
+                        failures += 1;
+                    }
+                }
+            }
+            Op::AllocAt { size, at, kernel } => {
+                let size = m.sizes[size.index(m.sizes.len())];
+                let slots = m.roots as u64 * SZ_2M / size;
+                let addr = BASE + at.index(slots as usize) as u64 * size;
+                let ty = if kernel { MemType::Kernel } else { MemType::User };
+                let expect = m.can_alloc_at(addr, size, kernel);
+                match p.alloc_at(addr, size, ty) {
+                    Ok(id) => {
+                        assert!(expect, "alloc_at {addr:#x} {size:#x} succeeded, model said no");
+                        assert_eq!(p.addr(id), Ok(addr));
+                        let state = if kernel { State::Allocated } else { State::TempPinned };
+                        let a = MAlloc { id, addr, size, kernel, state, pins: 0, revoking: false, parent: None };
+                        m.insert(a);
+                    }
+                    Err(e) => {
+                        assert_eq!(e, PmmError::NoSpace);
+                        assert!(!expect, "alloc_at {addr:#x} {size:#x} failed, model said yes");
                         failures += 1;
                     }
                 }

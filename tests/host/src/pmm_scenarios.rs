@@ -5,9 +5,9 @@
 //!
 //! gpu_buddy is a binary buddy allocator with arbitrary orders; the manager here has three chunk
 //! sizes and 2 MiB roots, so each scenario keeps the *intent* of its KUnit counterpart; each
-//! test says which. Not restated: exact-range and range-bias allocation (the manager has no
-//! allocation at a given offset), trimming, and the timing-only fragmentation case (see the
-//! bench, `examples/pmm_bench.rs`).
+//! test says which. Not restated: range-bias allocation (anywhere inside a window; the manager
+//! only allocates one chunk at an exact offset), trimming, and the timing-only fragmentation
+//! case (see the bench, `examples/pmm_bench.rs`).
 
 use std::cell::Cell;
 use std::ops::{Deref, DerefMut};
@@ -231,6 +231,65 @@ fn addr_to_chunk() {
     assert_eq!((p.state(free), p.size(free)), (Ok(State::Free), Ok(SZ_2M)));
     assert_eq!(p.lookup(base - SZ_4K), Err(PmmError::InvalidId));
     assert_eq!(p.lookup(base + 2 * SZ_2M), Err(PmmError::InvalidId));
+}
+
+/// `alloc_range` (exact ranges): ranges at the start, middle and end, per root of a
+/// multi-root manager, random slices in random order, free and re-allocation, every size at its
+/// natural alignment; and the negative cases: an occupied range, a range overlapping a smaller
+/// allocation, misaligned offsets, offsets outside the manager. Here a range is one chunk at an
+/// exact, size-aligned offset (`alloc_at`).
+#[test]
+fn range() {
+    let mut p = pmm(3);
+    let base = p.base();
+    let end = base + 3 * SZ_2M;
+    let first = p.alloc_at(base, SZ_4K, K).unwrap();
+    let mid = p.alloc_at(base + SZ_2M + 16 * SZ_64K, SZ_64K, K).unwrap();
+    let last = p.alloc_at(end - SZ_4K, SZ_4K, K).unwrap();
+    p.check().unwrap();
+    assert_eq!(p.addr(first), Ok(base));
+    assert_eq!(p.addr(mid), Ok(base + SZ_2M + 16 * SZ_64K));
+    assert_eq!((p.addr(last), p.size(last)), (Ok(end - SZ_4K), Ok(SZ_4K)));
+    // Negative cases.
+    assert_eq!(p.alloc_at(base, SZ_4K, K), Err(PmmError::NoSpace), "occupied");
+    assert_eq!(p.alloc_at(base, SZ_64K, K), Err(PmmError::NoSpace), "overlaps a 4K chunk");
+    assert_eq!(p.alloc_at(base + SZ_2M, SZ_2M, K), Err(PmmError::NoSpace), "root in use");
+    assert_eq!(p.alloc_at(base + SZ_4K, SZ_64K, K), Err(PmmError::Misaligned));
+    assert_eq!(p.alloc_at(end, SZ_4K, K), Err(PmmError::InvalidId));
+    assert_eq!(p.alloc_at(base - SZ_2M, SZ_2M, K), Err(PmmError::InvalidId));
+    assert_eq!(p.alloc_at(base, SZ_2M / 2, K), Err(PmmError::BadSize));
+    assert_eq!(p.alloc_at(base + SZ_64K, SZ_64K, MemType::User), Err(PmmError::NoSpace), "kernel root");
+    assert_eq!(p.stats().alloc_failures, 4, "NoSpace refusals count as failures");
+    p.check().unwrap();
+    free_all(&mut p, &[first, mid, last], Zero::Dirty);
+    assert_eq!(p.stats().largest_free, 3 * SZ_2M);
+    // Every 64K of the middle root in a shuffled order, then free and re-allocate.
+    let mut order: Vec<u64> = (0..32).collect();
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    for i in (1..order.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        order.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    for round in 0..2 {
+        let ids: Vec<ChunkId> = order
+            .iter()
+            .map(|&k| p.alloc_at(base + SZ_2M + k * SZ_64K, SZ_64K, K).unwrap())
+            .collect();
+        p.check().unwrap();
+        assert_eq!(p.stats().allocated_bytes, SZ_2M, "round {round}");
+        assert_eq!(p.alloc_at(base + SZ_2M, SZ_4K, K), Err(PmmError::NoSpace));
+        free_all(&mut p, &ids, Zero::Dirty);
+    }
+    // Each size at its natural alignment, per root.
+    let a = p.alloc_at(base, SZ_2M, K).unwrap();
+    let b = p.alloc_at(base + SZ_2M + SZ_2M - SZ_64K, SZ_64K, K).unwrap();
+    let c = p.alloc_at(base + 2 * SZ_2M + 5 * SZ_4K, SZ_4K, MemType::User).unwrap();
+    assert_eq!(p.state(c), Ok(State::TempPinned));
+    p.check().unwrap();
+    free_all(&mut p, &[a, b, c], Zero::Dirty);
+    assert_eq!(p.stats().free_bytes, 3 * SZ_2M);
 }
 
 thread_local! {
