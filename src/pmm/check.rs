@@ -55,7 +55,9 @@ impl<S: Storage> Pmm<S> {
                     }
                     let sub = u16::try_from(slot + 1).map_err(|_| "slot")?;
                     let id = ChunkId::new(r, sub);
-                    let p = self.node(ChunkId::new(r, c.parent)).map_err(|_| "dangling parent")?;
+                    let p = self
+                        .node(ChunkId::new(r, c.parent))
+                        .map_err(|_| "dangling parent")?;
                     if p.state != State::IsSplit || c.level.checked_add(1) != Some(p.level) {
                         return Err("parent not split or wrong level");
                     }
@@ -95,7 +97,10 @@ impl<S: Storage> Pmm<S> {
         counts: &mut [[u64; MAX_SIZES]; STATES],
         leaf_bytes: &mut u64,
     ) -> Result<(), &'static str> {
-        if let Some(c) = counts.get_mut(n.state.index()).and_then(|c| c.get_mut(usize::from(n.level))) {
+        if let Some(c) = counts
+            .get_mut(n.state.index())
+            .and_then(|c| c.get_mut(usize::from(n.level)))
+        {
             *c += 1;
         }
         if (n.pins != 0 || n.has(REVOKING)) && n.state != State::Allocated {
@@ -105,10 +110,15 @@ impl<S: Storage> Pmm<S> {
             *leaf_bytes += self.size_of_level(n.level);
             return Ok(());
         }
-        let f = self.fanout(n.level).ok_or("split chunk of the smallest size")?;
+        let f = self
+            .fanout(n.level)
+            .ok_or("split chunk of the smallest size")?;
         let mut free = 0u16;
         for k in 0..f {
-            let c = self.child(id, k).and_then(|c| self.node(c)).map_err(|_| "missing child")?;
+            let c = self
+                .child(id, k)
+                .and_then(|c| self.node(c))
+                .map_err(|_| "missing child")?;
             if c.parent != id.sub() {
                 return Err("child's parent");
             }
@@ -152,7 +162,10 @@ impl<S: Storage> Pmm<S> {
             }
             total += len;
         }
-        let free: u64 = self.counts.get(State::Free.index()).map_or(0, |c| c.iter().sum());
+        let free: u64 = self
+            .counts
+            .get(State::Free.index())
+            .map_or(0, |c| c.iter().sum());
         if total != free {
             return Err("free chunks not all on lists");
         }

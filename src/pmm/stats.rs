@@ -65,7 +65,9 @@ impl Stats {
             .iter()
             .zip(self.sizes.iter())
             .take(self.levels)
-            .fold(0u64, |acc, (&n, &s)| acc.saturating_add(n.saturating_mul(s)))
+            .fold(0u64, |acc, (&n, &s)| {
+                acc.saturating_add(n.saturating_mul(s))
+            })
     }
 }
 

@@ -69,7 +69,9 @@ impl Allocator for Nvrs {
 
     fn alloc(&mut self, size: u64) -> Option<ChunkId> {
         let mut out = [ChunkId::NIL];
-        self.0.alloc(size, MemType::Kernel, AllocFlags::default(), &mut out).ok()?;
+        self.0
+            .alloc(size, MemType::Kernel, AllocFlags::default(), &mut out)
+            .ok()?;
         Some(out[0])
     }
 
@@ -99,7 +101,11 @@ const CHUNK_SHIFT: u32 = 12;
 
 impl NaiveBuddy {
     fn new(bytes: u64) -> Self {
-        let mut b = NaiveBuddy { lists: vec![Vec::new(); 52], free: HashMap::new(), roots: vec![] };
+        let mut b = NaiveBuddy {
+            lists: vec![Vec::new(); 52],
+            free: HashMap::new(),
+            roots: vec![],
+        };
         let mut off = 0;
         let mut left = bytes & !(SZ_4K - 1);
         while left != 0 {
@@ -131,7 +137,11 @@ impl NaiveBuddy {
     }
 
     fn root_order_at(&self, off: u64) -> u8 {
-        self.roots.iter().find(|&&(o, ord)| off >= o && off < o + (1 << (ord as u32 + CHUNK_SHIFT))).expect("root").1
+        self.roots
+            .iter()
+            .find(|&&(o, ord)| off >= o && off < o + (1 << (ord as u32 + CHUNK_SHIFT)))
+            .expect("root")
+            .1
     }
 }
 
@@ -173,7 +183,11 @@ impl Allocator for NaiveBuddy {
     }
 
     fn largest_free(&self) -> u64 {
-        self.free.values().map(|&o| 1u64 << (o as u32 + CHUNK_SHIFT)).max().unwrap_or(0)
+        self.free
+            .values()
+            .map(|&o| 1u64 << (o as u32 + CHUNK_SHIFT))
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -184,7 +198,13 @@ struct Result_ {
 }
 
 /// Random alloc/free with a live-set cap: each step frees a random live chunk or allocates.
-fn churn<A: Allocator>(a: &mut A, seed: u64, ops: usize, cap: usize, size_of: impl Fn(&mut Rng) -> u64) -> Result_ {
+fn churn<A: Allocator>(
+    a: &mut A,
+    seed: u64,
+    ops: usize,
+    cap: usize,
+    size_of: impl Fn(&mut Rng) -> u64,
+) -> Result_ {
     let mut rng = Rng(seed);
     let mut live: Vec<A::Handle> = Vec::with_capacity(cap);
     let t = Instant::now();
@@ -201,7 +221,10 @@ fn churn<A: Allocator>(a: &mut A, seed: u64, ops: usize, cap: usize, size_of: im
         }
     }
     let ns = t.elapsed().as_nanos() as f64 / ops as f64;
-    Result_ { ns_per_op: ns, largest_free: a.largest_free() }
+    Result_ {
+        ns_per_op: ns,
+        largest_free: a.largest_free(),
+    }
 }
 
 /// Fill the whole pool with 4 KiB chunks, then free them all in random order.
@@ -220,7 +243,10 @@ fn fill_free<A: Allocator>(a: &mut A, seed: u64, bytes: u64) -> Result_ {
         a.free(h);
     }
     let ns = t.elapsed().as_nanos() as f64 / (2 * n) as f64;
-    Result_ { ns_per_op: ns, largest_free: a.largest_free() }
+    Result_ {
+        ns_per_op: ns,
+        largest_free: a.largest_free(),
+    }
 }
 
 /// Fill with 4 KiB chunks, free every other one (a 50% checkerboard), then time 2 MiB requests
@@ -244,7 +270,10 @@ fn checkerboard<A: Allocator>(a: &mut A, bytes: u64, requests: usize) -> Result_
     }
     let ns = t.elapsed().as_nanos() as f64 / requests as f64;
     assert_eq!(got, 0, "a 2 MiB extent in a full checkerboard");
-    Result_ { ns_per_op: ns, largest_free: a.largest_free() }
+    Result_ {
+        ns_per_op: ns,
+        largest_free: a.largest_free(),
+    }
 }
 
 fn report(trace: &str, nvrs: Result_, anchor: Result_) {
@@ -293,10 +322,16 @@ fn main() {
     // Initialising 1 TiB (524288 roots); one op = one initialisation.
     let t = Instant::now();
     let p = Nvrs::new(1 << 40);
-    let n = Result_ { ns_per_op: t.elapsed().as_nanos() as f64, largest_free: p.largest_free() };
+    let n = Result_ {
+        ns_per_op: t.elapsed().as_nanos() as f64,
+        largest_free: p.largest_free(),
+    };
     drop(p);
     let t = Instant::now();
     let b = NaiveBuddy::new(1 << 40);
-    let a = Result_ { ns_per_op: t.elapsed().as_nanos() as f64, largest_free: b.largest_free() };
+    let a = Result_ {
+        ns_per_op: t.elapsed().as_nanos() as f64,
+        largest_free: b.largest_free(),
+    };
     report("init_1T", n, a);
 }

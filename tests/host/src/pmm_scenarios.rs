@@ -21,7 +21,9 @@ use crate::pmm::{
 use crate::pmm_tests::{alloc1, pmm, P};
 
 const K: MemType = MemType::Kernel;
-const NONE: AllocFlags = AllocFlags { prefer_zeroed: false };
+const NONE: AllocFlags = AllocFlags {
+    prefer_zeroed: false,
+};
 
 fn alloc_n(p: &mut P, size: u64, n: usize, flags: AllocFlags) -> Result<Vec<ChunkId>, PmmError> {
     let mut out = vec![ChunkId::new_for_tests(); n];
@@ -68,7 +70,10 @@ fn limit() {
     assert_eq!(alloc1(&mut p, SZ_4K, K), Err(PmmError::NoSpace));
     assert_eq!(p.free(all, Zero::Dirty), Ok(FreeOutcome::Freed));
     assert_eq!(p.stats().largest_free, 1 << 40);
-    assert_eq!(P::new(0, (8 << 40) + SZ_2M, PMM_CHUNKS_DEFAULT).err(), Some(PmmError::TooLarge));
+    assert_eq!(
+        P::new(0, (8 << 40) + SZ_2M, PMM_CHUNKS_DEFAULT).err(),
+        Some(PmmError::TooLarge)
+    );
 }
 
 /// `alloc_optimistic`: memory sized for exactly one block of each order; all of them fit and
@@ -105,7 +110,10 @@ fn pessimistic() {
     assert_eq!(allocatable(&mut p), vec![SZ_4K, SZ_64K, SZ_2M]);
     free_all(&mut p, &all[512..], Zero::Dirty);
     let s = p.stats();
-    assert_eq!((s.largest_free, s.chunks[State::Free.index()][2]), (2 * SZ_2M, 2));
+    assert_eq!(
+        (s.largest_free, s.chunks[State::Free.index()][2]),
+        (2 * SZ_2M, 2)
+    );
 }
 
 /// `alloc_pathological`: fragment memory so half of it is free in holes; only the smallest
@@ -159,19 +167,29 @@ fn clear() {
     let mut p = pmm(2);
     let all = alloc_n(&mut p, SZ_64K, 64, NONE).unwrap();
     for (i, &id) in all.iter().enumerate() {
-        let z = if i % 2 == 0 { Zero::Zeroed } else { Zero::Dirty };
+        let z = if i % 2 == 0 {
+            Zero::Zeroed
+        } else {
+            Zero::Dirty
+        };
         assert_eq!(p.free(id, z), Ok(FreeOutcome::Freed));
     }
     p.check().unwrap();
     let s = p.stats();
-    assert_eq!((s.free_bytes, s.zeroed_free_bytes), (2 * SZ_2M, 0), "merged and dirty");
+    assert_eq!(
+        (s.free_bytes, s.zeroed_free_bytes),
+        (2 * SZ_2M, 0),
+        "merged and dirty"
+    );
     // Build a mix again: 31 zeroed and 31 dirty free 64K chunks (one kept in each root so
     // neither root merges).
     let all = alloc_n(&mut p, SZ_64K, 64, NONE).unwrap();
     free_all(&mut p, &all[1..32], Zero::Zeroed);
     free_all(&mut p, &all[33..], Zero::Dirty);
     assert_eq!(p.stats().zeroed_free_bytes, 31 * SZ_64K);
-    let zeroed = AllocFlags { prefer_zeroed: true };
+    let zeroed = AllocFlags {
+        prefer_zeroed: true,
+    };
     let got = alloc_n(&mut p, SZ_64K, 40, zeroed).unwrap();
     let z: Vec<bool> = got.iter().map(|&id| p.is_zeroed(id).unwrap()).collect();
     assert!(z[..31].iter().all(|&z| z), "zeroed chunks first");
@@ -179,7 +197,10 @@ fn clear() {
     free_all(&mut p, &got[..31], Zero::Zeroed);
     free_all(&mut p, &got[31..], Zero::Dirty);
     let dirty = alloc_n(&mut p, SZ_64K, 1, NONE).unwrap();
-    assert!(!p.is_zeroed(dirty[0]).unwrap(), "without the flag, dirty first");
+    assert!(
+        !p.is_zeroed(dirty[0]).unwrap(),
+        "without the flag, dirty first"
+    );
     free_all(&mut p, &[dirty[0], all[0], all[32]], Zero::Dirty);
     assert_eq!(p.stats().largest_free, 2 * SZ_2M);
 }
@@ -251,15 +272,38 @@ fn range() {
     assert_eq!(p.addr(mid), Ok(base + SZ_2M + 16 * SZ_64K));
     assert_eq!((p.addr(last), p.size(last)), (Ok(end - SZ_4K), Ok(SZ_4K)));
     // Negative cases.
-    assert_eq!(p.alloc_at(base, SZ_4K, K), Err(PmmError::NoSpace), "occupied");
-    assert_eq!(p.alloc_at(base, SZ_64K, K), Err(PmmError::NoSpace), "overlaps a 4K chunk");
-    assert_eq!(p.alloc_at(base + SZ_2M, SZ_2M, K), Err(PmmError::NoSpace), "root in use");
-    assert_eq!(p.alloc_at(base + SZ_4K, SZ_64K, K), Err(PmmError::Misaligned));
+    assert_eq!(
+        p.alloc_at(base, SZ_4K, K),
+        Err(PmmError::NoSpace),
+        "occupied"
+    );
+    assert_eq!(
+        p.alloc_at(base, SZ_64K, K),
+        Err(PmmError::NoSpace),
+        "overlaps a 4K chunk"
+    );
+    assert_eq!(
+        p.alloc_at(base + SZ_2M, SZ_2M, K),
+        Err(PmmError::NoSpace),
+        "root in use"
+    );
+    assert_eq!(
+        p.alloc_at(base + SZ_4K, SZ_64K, K),
+        Err(PmmError::Misaligned)
+    );
     assert_eq!(p.alloc_at(end, SZ_4K, K), Err(PmmError::InvalidId));
     assert_eq!(p.alloc_at(base - SZ_2M, SZ_2M, K), Err(PmmError::InvalidId));
     assert_eq!(p.alloc_at(base, SZ_2M / 2, K), Err(PmmError::BadSize));
-    assert_eq!(p.alloc_at(base + SZ_64K, SZ_64K, MemType::User), Err(PmmError::NoSpace), "kernel root");
-    assert_eq!(p.stats().alloc_failures, 4, "NoSpace refusals count as failures");
+    assert_eq!(
+        p.alloc_at(base + SZ_64K, SZ_64K, MemType::User),
+        Err(PmmError::NoSpace),
+        "kernel root"
+    );
+    assert_eq!(
+        p.stats().alloc_failures,
+        4,
+        "NoSpace refusals count as failures"
+    );
     p.check().unwrap();
     free_all(&mut p, &[first, mid, last], Zero::Dirty);
     assert_eq!(p.stats().largest_free, 3 * SZ_2M);
@@ -284,8 +328,12 @@ fn range() {
     }
     // Each size at its natural alignment, per root.
     let a = p.alloc_at(base, SZ_2M, K).unwrap();
-    let b = p.alloc_at(base + SZ_2M + SZ_2M - SZ_64K, SZ_64K, K).unwrap();
-    let c = p.alloc_at(base + 2 * SZ_2M + 5 * SZ_4K, SZ_4K, MemType::User).unwrap();
+    let b = p
+        .alloc_at(base + SZ_2M + SZ_2M - SZ_64K, SZ_64K, K)
+        .unwrap();
+    let c = p
+        .alloc_at(base + 2 * SZ_2M + 5 * SZ_4K, SZ_4K, MemType::User)
+        .unwrap();
     assert_eq!(p.state(c), Ok(State::TempPinned));
     p.check().unwrap();
     free_all(&mut p, &[a, b, c], Zero::Dirty);
@@ -356,7 +404,10 @@ impl Storage for FailStorage {
 #[test]
 fn allocation_failures_leave_state_unchanged() {
     BUDGET.with(|b| b.set(Some(0)));
-    assert_eq!(Pmm::<FailStorage>::new(0, 4 * SZ_2M, PMM_CHUNKS_DEFAULT).err(), Some(PmmError::OutOfMemory));
+    assert_eq!(
+        Pmm::<FailStorage>::new(0, 4 * SZ_2M, PMM_CHUNKS_DEFAULT).err(),
+        Some(PmmError::OutOfMemory)
+    );
     let mut injected = 0;
     for budget in 0..24 {
         BUDGET.with(|b| b.set(None));
@@ -376,13 +427,21 @@ fn allocation_failures_leave_state_unchanged() {
                     let id = live[step % live.len()];
                     p.split(id).map(|_| ())
                 }
-                _ => p.alloc(size, K, NONE, &mut out).map(|()| live.extend_from_slice(&out)),
+                _ => p
+                    .alloc(size, K, NONE, &mut out)
+                    .map(|()| live.extend_from_slice(&out)),
             };
             p.check().unwrap();
             if r == Err(PmmError::OutOfMemory) {
                 injected += 1;
                 let after = p.stats();
-                assert_eq!(Stats { alloc_failures: before.alloc_failures, ..after }, before);
+                assert_eq!(
+                    Stats {
+                        alloc_failures: before.alloc_failures,
+                        ..after
+                    },
+                    before
+                );
             }
             // A split chunk is no longer freeable; keep only unsplit ones.
             live.retain(|&id| p.state(id) == Ok(State::Allocated));
