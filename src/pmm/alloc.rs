@@ -126,7 +126,11 @@ impl<S: Storage> Pmm<S> {
             return Err(PmmError::NoSpace);
         }
         if n.level > level {
-            self.reserve(id, self.slots_for(n.level, level).ok_or(PmmError::Corrupt)?)?;
+            let slots = self.slots_for(n.level, level).ok_or(PmmError::Corrupt)?;
+            if let Err(e) = self.reserve(id, slots) {
+                self.alloc_failures = self.alloc_failures.saturating_add(1);
+                return Err(e);
+            }
         }
         if n.level == top {
             let node = self.node_mut(id)?;

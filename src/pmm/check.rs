@@ -49,6 +49,7 @@ impl<S: Storage> Pmm<S> {
             }
             self.check_node(ChunkId::new(r, 0), n, &mut counts, &mut leaf_bytes)?;
             if let Some(tree) = root.sub.as_ref() {
+                self.check_free_groups(&tree.free_groups, &tree.nodes)?;
                 for (slot, c) in tree.nodes.iter().enumerate() {
                     if c.has(UNUSED) {
                         continue;
@@ -131,6 +132,39 @@ impl<S: Storage> Pmm<S> {
         }
         if free == f {
             return Err("free children not merged");
+        }
+        Ok(())
+    }
+
+    /// Checks a root's recycled child groups: each stack ends, holds only unused slots of the
+    /// right group size, and together they hold every unused slot (none leaks).
+    fn check_free_groups(
+        &self,
+        heads: &[u16; MAX_SIZES - 2],
+        nodes: &[Node],
+    ) -> Result<(), &'static str> {
+        let mut stacked = 0usize;
+        for (class, &head) in heads.iter().enumerate() {
+            let level = u8::try_from(class + 1).map_err(|_| "class")?;
+            let f = usize::from(self.fanout(level).unwrap_or(0));
+            let mut g = head;
+            while g != 0 {
+                let start = usize::from(g - 1);
+                let group = nodes
+                    .get(start..start + f)
+                    .ok_or("recycled group out of range")?;
+                if f == 0 || !group.iter().all(|n| n.has(UNUSED)) {
+                    return Err("recycled group in use");
+                }
+                stacked += f;
+                if stacked > nodes.len() {
+                    return Err("recycled-group cycle");
+                }
+                g = group.first().map_or(0, |n| n.next.sub());
+            }
+        }
+        if stacked != nodes.iter().filter(|n| n.has(UNUSED)).count() {
+            return Err("unused slots not recycled");
         }
         Ok(())
     }
