@@ -169,9 +169,23 @@ impl<S: Storage> Pmm<S> {
         let count = usize::try_from(n).map_err(|_| PmmError::TooLarge)?;
         let mut roots = S::Vec::<Root<S>>::new();
         roots.try_reserve(count)?;
-        for _ in 0..count {
+        // Every root starts on the dirty root list, linked here in address order (lowest
+        // first), as `push_free` would link them one by one, without a second pass.
+        let last = u32::try_from(n - 1).map_err(|_| PmmError::TooLarge)?;
+        for r in 0..=last {
+            let mut node = Node::new(State::Free, top, 0, 0, 0);
+            node.prev = if r == 0 {
+                ChunkId::NIL
+            } else {
+                ChunkId::new(r - 1, 0)
+            };
+            node.next = if r == last {
+                ChunkId::NIL
+            } else {
+                ChunkId::new(r + 1, 0)
+            };
             roots.try_push(Root {
-                node: Node::new(State::Free, top, 0, 0, 0),
+                node,
                 run: 1,
                 sub: None,
             })?;
@@ -183,20 +197,23 @@ impl<S: Storage> Pmm<S> {
         {
             *c = n;
         }
-        let mut pmm = Pmm {
+        let mut lists = [ListHead::EMPTY; LISTS];
+        let list = lists
+            .get_mut(freelist::list_index(false, top, false))
+            .ok_or(PmmError::BadSizes)?;
+        *list = ListHead {
+            first: ChunkId::new(0, 0),
+            len: n,
+        };
+        let pmm = Pmm {
             base,
             roots,
             sizes: table,
             levels,
-            lists: [ListHead::EMPTY; LISTS],
+            lists,
             counts,
             alloc_failures: 0,
         };
-        // Lowest addresses first on the lists.
-        for r in (0..n).rev() {
-            let r = u32::try_from(r).map_err(|_| PmmError::TooLarge)?;
-            pmm.push_free(ChunkId::new(r, 0))?;
-        }
         Ok(pmm)
     }
 
