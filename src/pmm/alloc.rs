@@ -53,7 +53,12 @@ impl<S: Storage> Pmm<S> {
     }
 
     /// Allocates one chunk of `level`.
-    fn alloc_one(&mut self, level: u8, ty: MemType, flags: AllocFlags) -> Result<ChunkId, PmmError> {
+    fn alloc_one(
+        &mut self,
+        level: u8,
+        ty: MemType,
+        flags: AllocFlags,
+    ) -> Result<ChunkId, PmmError> {
         let kernel = ty == MemType::Kernel;
         let top = self.top();
         let order = [flags.prefer_zeroed, !flags.prefer_zeroed];
@@ -78,13 +83,84 @@ impl<S: Storage> Pmm<S> {
             id = self.split_node(id)?;
         }
         self.unlink_free(id)?;
-        self.apply(id, if kernel { Event::ClaimOwned } else { Event::Claim })?;
+        self.apply(
+            id,
+            if kernel {
+                Event::ClaimOwned
+            } else {
+                Event::Claim
+            },
+        )?;
+        Ok(id)
+    }
+
+    /// Allocates the chunk of `size` at framebuffer offset `addr` (which must be aligned to
+    /// `size`), splitting the free chunk that holds it as needed; `NoSpace` if any part of it is
+    /// in use or its root holds chunks of the other type.
+    pub(crate) fn alloc_at(
+        &mut self,
+        addr: u64,
+        size: u64,
+        ty: MemType,
+    ) -> Result<ChunkId, PmmError> {
+        let level = self.level_of(size).ok_or(PmmError::BadSize)?;
+        if addr % size != 0 {
+            return Err(PmmError::Misaligned);
+        }
+        let off = addr.checked_sub(self.base).ok_or(PmmError::InvalidId)?;
+        let r = u32::try_from(off >> ROOT_CHUNK_SIZE.trailing_zeros())
+            .map_err(|_| PmmError::InvalidId)?;
+        let within = off & (ROOT_CHUNK_SIZE - 1);
+        let kernel = ty == MemType::Kernel;
+        let top = self.top();
+        // Walk down to the chunk holding the range without changing anything.
+        let mut id = ChunkId::new(r, 0);
+        let mut n = *self.node(id)?;
+        while n.state == State::IsSplit && n.level > level {
+            id = self.child(id, self.child_index(&n, within)?)?;
+            n = *self.node(id)?;
+        }
+        let type_ok = n.level == top || n.has(KERNEL) == kernel;
+        if n.state != State::Free || !type_ok {
+            self.alloc_failures = self.alloc_failures.saturating_add(1);
+            return Err(PmmError::NoSpace);
+        }
+        if n.level > level {
+            let slots = self.slots_for(n.level, level).ok_or(PmmError::Corrupt)?;
+            if let Err(e) = self.reserve(id, slots) {
+                self.alloc_failures = self.alloc_failures.saturating_add(1);
+                return Err(e);
+            }
+        }
+        if n.level == top {
+            let node = self.node_mut(id)?;
+            node.flags = (node.flags & ZEROED) | if kernel { KERNEL } else { 0 };
+        }
+        while n.level > level {
+            let k = self.child_index(&n, within)?;
+            self.split_node(id)?;
+            id = self.child(id, k)?;
+            n = *self.node(id)?;
+        }
+        self.unlink_free(id)?;
+        self.apply(
+            id,
+            if kernel {
+                Event::ClaimOwned
+            } else {
+                Event::Claim
+            },
+        )?;
         Ok(id)
     }
 
     /// Allocates `bytes` (rounded up to whole roots) as adjacent roots, lowest address first;
     /// returns the first root, which stands for the whole run (free it, pin it, unpin it).
-    pub(crate) fn alloc_contiguous(&mut self, bytes: u64, ty: MemType) -> Result<ChunkId, PmmError> {
+    pub(crate) fn alloc_contiguous(
+        &mut self,
+        bytes: u64,
+        ty: MemType,
+    ) -> Result<ChunkId, PmmError> {
         let n = bytes.div_ceil(ROOT_CHUNK_SIZE);
         if n == 0 {
             return Err(PmmError::BadSize);
@@ -114,7 +190,14 @@ impl<S: Storage> Pmm<S> {
         for i in 0..run {
             let id = ChunkId::new(first + i, 0);
             self.unlink_free(id)?;
-            self.apply(id, if kernel { Event::ClaimOwned } else { Event::Claim })?;
+            self.apply(
+                id,
+                if kernel {
+                    Event::ClaimOwned
+                } else {
+                    Event::Claim
+                },
+            )?;
             let node = self.node_mut(id)?;
             node.flags = (node.flags & ZEROED)
                 | if kernel { KERNEL } else { 0 }
@@ -140,7 +223,11 @@ impl<S: Storage> Pmm<S> {
         if self.node(id)?.has(CONTIG_TAIL) {
             return Err(PmmError::NotHead);
         }
-        Ok(if id.sub() == 0 { self.root_ref(id)?.run } else { 1 })
+        Ok(if id.sub() == 0 {
+            self.root_ref(id)?.run
+        } else {
+            1
+        })
     }
 
     /// The owner splits an allocated chunk into allocated children of the next smaller size;
@@ -167,7 +254,9 @@ impl<S: Storage> Pmm<S> {
 
     /// Sub-chunk slots needed to split a chunk of level `from` down to level `to`.
     fn slots_for(&self, from: u8, to: u8) -> Option<usize> {
-        (to + 1..=from).try_fold(0usize, |acc, l| acc.checked_add(usize::from(self.fanout(l)?)))
+        (to + 1..=from).try_fold(0usize, |acc, l| {
+            acc.checked_add(usize::from(self.fanout(l)?))
+        })
     }
 
     /// Makes room for `slots` more sub-chunks in the root of `id`, creating its table if needed.
@@ -178,7 +267,10 @@ impl<S: Storage> Pmm<S> {
             None => {
                 let mut nodes = S::Vec::<Node>::new();
                 nodes.try_reserve(slots)?;
-                root.sub = Some(SubTree { nodes, free_groups: [0; MAX_SIZES - 2] });
+                root.sub = Some(SubTree {
+                    nodes,
+                    free_groups: [0; MAX_SIZES - 2],
+                });
             }
         }
         Ok(())
@@ -190,10 +282,20 @@ impl<S: Storage> Pmm<S> {
         let child_level = n.level.checked_sub(1).ok_or(PmmError::BadSize)?;
         let f = self.fanout(n.level).ok_or(PmmError::Corrupt)?;
         transition(n.state, Event::Split)?;
-        let child_state = if n.state == State::Free { State::Free } else { State::Allocated };
+        let child_state = if n.state == State::Free {
+            State::Free
+        } else {
+            State::Allocated
+        };
         let child_size =
             u32::try_from(self.size_of_level(child_level)).map_err(|_| PmmError::Corrupt)?;
-        let template = Node::new(child_state, child_level, n.offset, id.sub(), n.flags & (ZEROED | KERNEL));
+        let template = Node::new(
+            child_state,
+            child_level,
+            n.offset,
+            id.sub(),
+            n.flags & (ZEROED | KERNEL),
+        );
         let start = self.take_group(id, f, child_size, template)?;
         if n.state == State::Free {
             self.unlink_free(id)?;
@@ -224,7 +326,11 @@ impl<S: Storage> Pmm<S> {
         template: Node,
     ) -> Result<u16, PmmError> {
         let class = usize::from(template.level);
-        let tree = self.root_mut(parent)?.sub.as_mut().ok_or(PmmError::Corrupt)?;
+        let tree = self
+            .root_mut(parent)?
+            .sub
+            .as_mut()
+            .ok_or(PmmError::Corrupt)?;
         let recycled = if parent.sub() == 0 {
             0
         } else {
@@ -236,7 +342,12 @@ impl<S: Storage> Pmm<S> {
         };
         if recycled != 0 {
             let start = recycled - 1;
-            let next = tree.nodes.get(usize::from(start)).ok_or(PmmError::Corrupt)?.next.sub();
+            let next = tree
+                .nodes
+                .get(usize::from(start))
+                .ok_or(PmmError::Corrupt)?
+                .next
+                .sub();
             for k in 0..f {
                 let slot = usize::from(start) + usize::from(k);
                 let node = tree.nodes.get_mut(slot).ok_or(PmmError::Corrupt)?;

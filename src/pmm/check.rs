@@ -49,13 +49,16 @@ impl<S: Storage> Pmm<S> {
             }
             self.check_node(ChunkId::new(r, 0), n, &mut counts, &mut leaf_bytes)?;
             if let Some(tree) = root.sub.as_ref() {
+                self.check_free_groups(&tree.free_groups, &tree.nodes)?;
                 for (slot, c) in tree.nodes.iter().enumerate() {
                     if c.has(UNUSED) {
                         continue;
                     }
                     let sub = u16::try_from(slot + 1).map_err(|_| "slot")?;
                     let id = ChunkId::new(r, sub);
-                    let p = self.node(ChunkId::new(r, c.parent)).map_err(|_| "dangling parent")?;
+                    let p = self
+                        .node(ChunkId::new(r, c.parent))
+                        .map_err(|_| "dangling parent")?;
                     if p.state != State::IsSplit || c.level.checked_add(1) != Some(p.level) {
                         return Err("parent not split or wrong level");
                     }
@@ -95,7 +98,10 @@ impl<S: Storage> Pmm<S> {
         counts: &mut [[u64; MAX_SIZES]; STATES],
         leaf_bytes: &mut u64,
     ) -> Result<(), &'static str> {
-        if let Some(c) = counts.get_mut(n.state.index()).and_then(|c| c.get_mut(usize::from(n.level))) {
+        if let Some(c) = counts
+            .get_mut(n.state.index())
+            .and_then(|c| c.get_mut(usize::from(n.level)))
+        {
             *c += 1;
         }
         if (n.pins != 0 || n.has(REVOKING)) && n.state != State::Allocated {
@@ -105,10 +111,15 @@ impl<S: Storage> Pmm<S> {
             *leaf_bytes += self.size_of_level(n.level);
             return Ok(());
         }
-        let f = self.fanout(n.level).ok_or("split chunk of the smallest size")?;
+        let f = self
+            .fanout(n.level)
+            .ok_or("split chunk of the smallest size")?;
         let mut free = 0u16;
         for k in 0..f {
-            let c = self.child(id, k).and_then(|c| self.node(c)).map_err(|_| "missing child")?;
+            let c = self
+                .child(id, k)
+                .and_then(|c| self.node(c))
+                .map_err(|_| "missing child")?;
             if c.parent != id.sub() {
                 return Err("child's parent");
             }
@@ -121,6 +132,39 @@ impl<S: Storage> Pmm<S> {
         }
         if free == f {
             return Err("free children not merged");
+        }
+        Ok(())
+    }
+
+    /// Checks a root's recycled child groups: each stack ends, holds only unused slots of the
+    /// right group size, and together they hold every unused slot (none leaks).
+    fn check_free_groups(
+        &self,
+        heads: &[u16; MAX_SIZES - 2],
+        nodes: &[Node],
+    ) -> Result<(), &'static str> {
+        let mut stacked = 0usize;
+        for (class, &head) in heads.iter().enumerate() {
+            let level = u8::try_from(class + 1).map_err(|_| "class")?;
+            let f = usize::from(self.fanout(level).unwrap_or(0));
+            let mut g = head;
+            while g != 0 {
+                let start = usize::from(g - 1);
+                let group = nodes
+                    .get(start..start + f)
+                    .ok_or("recycled group out of range")?;
+                if f == 0 || !group.iter().all(|n| n.has(UNUSED)) {
+                    return Err("recycled group in use");
+                }
+                stacked += f;
+                if stacked > nodes.len() {
+                    return Err("recycled-group cycle");
+                }
+                g = group.first().map_or(0, |n| n.next.sub());
+            }
+        }
+        if stacked != nodes.iter().filter(|n| n.has(UNUSED)).count() {
+            return Err("unused slots not recycled");
         }
         Ok(())
     }
@@ -152,7 +196,10 @@ impl<S: Storage> Pmm<S> {
             }
             total += len;
         }
-        let free: u64 = self.counts.get(State::Free.index()).map_or(0, |c| c.iter().sum());
+        let free: u64 = self
+            .counts
+            .get(State::Free.index())
+            .map_or(0, |c| c.iter().sum());
         if total != free {
             return Err("free chunks not all on lists");
         }

@@ -24,7 +24,7 @@
 //! | `Allocated`    | -           | -          | -         | IsSplit | Free | -         | -              |
 //! | `IsSplit`      | -           | -          | -         | -       | -    | Free      | Allocated      |
 //!
-//! `-` is an error ([`PmmError::IllegalTransition`](super::PmmError::IllegalTransition)).
+//! `-` is an error ([`PmmError::IllegalTransition`]).
 //! Splitting a free chunk gives free children (the allocator's lazy split); splitting an
 //! allocated chunk (its owner asks) gives allocated children. `MergeFree` happens eagerly when the
 //! last child of a split chunk becomes free; `MergeAllocated` when the owner merges children it
@@ -51,8 +51,12 @@ pub(crate) const STATES: usize = 4;
 
 impl State {
     /// Every state, in index order.
-    pub(crate) const ALL: [State; STATES] =
-        [State::Free, State::Allocated, State::IsSplit, State::TempPinned];
+    pub(crate) const ALL: [State; STATES] = [
+        State::Free,
+        State::Allocated,
+        State::IsSplit,
+        State::TempPinned,
+    ];
 
     /// Index of the state in [`State::ALL`].
     pub(crate) const fn index(self) -> usize {
@@ -126,8 +130,8 @@ pub(super) const MAX_ROOTS: u64 = 1 << (32 - SUB_BITS);
 pub(crate) struct ChunkId(u32);
 
 impl ChunkId {
-    /// No chunk (a free-list end).
-    pub(super) const NIL: ChunkId = ChunkId(u32::MAX);
+    /// No chunk: ends a free list, and fills output arrays before an allocation; never valid.
+    pub(crate) const NIL: ChunkId = ChunkId(u32::MAX);
 
     /// The identifier of sub-chunk `sub` of root `root` (`sub` 0 is the root itself).
     pub(super) const fn new(root: u32, sub: u16) -> Self {

@@ -26,7 +26,9 @@
 //! fully merged.
 
 use super::chunk::{CONTIG_TAIL, KERNEL, REVOKING, UNUSED, ZEROED};
-use super::{transition, ChunkId, ChunkVec, Event, FreeOutcome, Pmm, PmmError, State, Storage, Zero};
+use super::{
+    transition, ChunkId, ChunkVec, Event, FreeOutcome, Pmm, PmmError, State, Storage, Zero,
+};
 
 impl<S: Storage> Pmm<S> {
     /// Frees an allocated or temp-pinned chunk (for the first root of a contiguous run, the whole

@@ -25,7 +25,10 @@ pub(super) struct ListHead {
 
 impl ListHead {
     /// An empty list.
-    pub(super) const EMPTY: ListHead = ListHead { first: ChunkId::NIL, len: 0 };
+    pub(super) const EMPTY: ListHead = ListHead {
+        first: ChunkId::NIL,
+        len: 0,
+    };
 }
 
 /// Index of the list of (kernel?, level, zeroed?).
@@ -89,6 +92,9 @@ impl<S: Storage> Pmm<S> {
 
     /// The first chunk of list `key`, if any.
     pub(super) fn first_free(&self, key: usize) -> Option<ChunkId> {
-        self.lists.get(key).map(|l| l.first).filter(|&f| f != ChunkId::NIL)
+        self.lists
+            .get(key)
+            .map(|l| l.first)
+            .filter(|&f| f != ChunkId::NIL)
     }
 }

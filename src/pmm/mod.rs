@@ -43,70 +43,23 @@
 mod alloc;
 mod check;
 mod chunk;
+mod error;
 mod free;
 mod freelist;
+mod query;
 pub(crate) mod stats;
 pub(crate) mod storage;
 
 pub(crate) use chunk::{transition, ChunkId, Event, MemType, State, STATES};
+pub(crate) use error::PmmError;
 pub(crate) use storage::{ChunkVec, OutOfMemory, Storage};
 
 use crate::hwref::{SizeMask, ROOT_CHUNK_SIZE, SZ_4K};
-use chunk::{Node, CONTIG_TAIL, MAX_ROOTS, UNUSED, ZEROED};
+use chunk::{Node, MAX_ROOTS, UNUSED};
 use freelist::{ListHead, LISTS};
 
 /// Most chunk sizes per manager, the root included (UVM's `UVM_MAX_CHUNK_SIZES`).
 pub(crate) const MAX_SIZES: usize = 4;
-
-/// Why an operation failed. Every error leaves the manager unchanged, except
-/// [`PmmError::Corrupt`], which reports a broken internal invariant (a bug).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum PmmError {
-    /// `base` is not a multiple of the root size.
-    Misaligned,
-    /// The range holds no whole root.
-    Empty,
-    /// The range holds more roots than a [`ChunkId`] can name, or ends past `u64::MAX`.
-    TooLarge,
-    /// The size mask lacks the root size, has a size below 4 KiB or above the root, or has more
-    /// than [`MAX_SIZES`] sizes.
-    BadSizes,
-    /// The requested size is not one of the manager's sizes (or cannot be split further).
-    BadSize,
-    /// Not enough free memory for the request.
-    NoSpace,
-    /// Metadata could not be allocated.
-    OutOfMemory,
-    /// No such chunk (never allocated, or already freed or merged).
-    InvalidId,
-    /// The event is not legal in the chunk's state.
-    IllegalTransition {
-        /// The chunk's state.
-        from: State,
-        /// The refused event.
-        event: Event,
-    },
-    /// The chunk is not [`State::Allocated`] (P2P pins need an owned chunk).
-    NotAllocated,
-    /// The chunk carries P2P pins, so it cannot be split or merged.
-    Pinned,
-    /// The chunk is being revoked: no new P2P pins.
-    Revoking,
-    /// No P2P pin to drop.
-    NotPinned,
-    /// Too many P2P pins.
-    PinOverflow,
-    /// A root inside a contiguous run: use the run's first root.
-    NotHead,
-    /// An internal invariant is broken.
-    Corrupt,
-}
-
-impl From<OutOfMemory> for PmmError {
-    fn from(_: OutOfMemory) -> Self {
-        PmmError::OutOfMemory
-    }
-}
 
 /// Options of an allocation.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -176,14 +129,17 @@ pub(crate) struct Pmm<S: Storage> {
 }
 
 impl<S: Storage> Pmm<S> {
-    /// Compile-time check of the memory budget of an unsplit root.
-    const ROOT_FITS: () = assert!(core::mem::size_of::<Root<S>>() <= 64);
+    /// Bytes of metadata of one unsplit root.
+    pub(crate) const ROOT_BYTES: usize = core::mem::size_of::<Root<S>>();
+
+    /// Compile-time check of the memory budget of an unsplit root (evaluated by [`Pmm::new`]).
+    const ROOT_FITS: () = assert!(Self::ROOT_BYTES <= 64);
 
     /// A manager of `[base, base + size)` with chunk sizes `sizes`; every root starts free and
     /// dirty.
     pub(crate) fn new(base: u64, size: u64, sizes: SizeMask) -> Result<Self, PmmError> {
         let () = Self::ROOT_FITS;
-        if !base.is_multiple_of(ROOT_CHUNK_SIZE) {
+        if base % ROOT_CHUNK_SIZE != 0 {
             return Err(PmmError::Misaligned);
         }
         let n = size / ROOT_CHUNK_SIZE;
@@ -208,13 +164,28 @@ impl<S: Storage> Pmm<S> {
         if !sizes.contains(ROOT_CHUNK_SIZE) {
             return Err(PmmError::BadSizes);
         }
-        let top = u8::try_from(levels - 1).map_err(|_| PmmError::BadSizes)?;
+        let top = levels.checked_sub(1).and_then(|t| u8::try_from(t).ok());
+        let top = top.ok_or(PmmError::BadSizes)?;
         let count = usize::try_from(n).map_err(|_| PmmError::TooLarge)?;
         let mut roots = S::Vec::<Root<S>>::new();
         roots.try_reserve(count)?;
-        for _ in 0..count {
+        // Every root starts on the dirty root list, linked here in address order (lowest
+        // first), as `push_free` would link them one by one, without a second pass.
+        let last = u32::try_from(n - 1).map_err(|_| PmmError::TooLarge)?;
+        for r in 0..=last {
+            let mut node = Node::new(State::Free, top, 0, 0, 0);
+            node.prev = if r == 0 {
+                ChunkId::NIL
+            } else {
+                ChunkId::new(r - 1, 0)
+            };
+            node.next = if r == last {
+                ChunkId::NIL
+            } else {
+                ChunkId::new(r + 1, 0)
+            };
             roots.try_push(Root {
-                node: Node::new(State::Free, top, 0, 0, 0),
+                node,
                 run: 1,
                 sub: None,
             })?;
@@ -226,20 +197,23 @@ impl<S: Storage> Pmm<S> {
         {
             *c = n;
         }
-        let mut pmm = Pmm {
+        let mut lists = [ListHead::EMPTY; LISTS];
+        let list = lists
+            .get_mut(freelist::list_index(false, top, false))
+            .ok_or(PmmError::BadSizes)?;
+        *list = ListHead {
+            first: ChunkId::new(0, 0),
+            len: n,
+        };
+        let pmm = Pmm {
             base,
             roots,
             sizes: table,
             levels,
-            lists: [ListHead::EMPTY; LISTS],
+            lists,
             counts,
             alloc_failures: 0,
         };
-        // Lowest addresses first on the lists.
-        for r in (0..n).rev() {
-            let r = u32::try_from(r).map_err(|_| PmmError::TooLarge)?;
-            pmm.push_free(ChunkId::new(r, 0))?;
-        }
         Ok(pmm)
     }
 
@@ -260,7 +234,10 @@ impl<S: Storage> Pmm<S> {
 
     /// Bytes of metadata in use: the roots, and the sub-chunk tables of split roots.
     pub(crate) fn metadata_bytes(&self) -> usize {
-        let roots = self.roots.len().saturating_mul(core::mem::size_of::<Root<S>>());
+        let roots = self
+            .roots
+            .len()
+            .saturating_mul(core::mem::size_of::<Root<S>>());
         self.roots.iter().fold(roots, |acc, r| {
             let subs = r.sub.as_ref().map_or(0, |t| t.nodes.len());
             acc.saturating_add(subs.saturating_mul(core::mem::size_of::<Node>()))
@@ -350,7 +327,8 @@ impl<S: Storage> Pmm<S> {
             return Err(PmmError::Corrupt);
         }
         let slot = n.children.checked_add(k).and_then(|s| s.checked_add(1));
-        slot.map(|s| ChunkId::new(id.root(), s)).ok_or(PmmError::Corrupt)
+        slot.map(|s| ChunkId::new(id.root(), s))
+            .ok_or(PmmError::Corrupt)
     }
 
     /// Moves a chunk through `event` (the only state change), keeping the per-state counts and
@@ -382,85 +360,8 @@ impl<S: Storage> Pmm<S> {
 
     /// The chunk counter of `(state, level)`.
     fn count_mut(&mut self, state: State, level: u8) -> Option<&mut u64> {
-        self.counts.get_mut(state.index())?.get_mut(usize::from(level))
-    }
-
-    /// The chunk's state.
-    pub(crate) fn state(&self, id: ChunkId) -> Result<State, PmmError> {
-        Ok(self.node(id)?.state)
-    }
-
-    /// The chunk's framebuffer offset.
-    pub(crate) fn addr(&self, id: ChunkId) -> Result<u64, PmmError> {
-        let n = self.node(id)?;
-        let root = u64::from(id.root()) << ROOT_CHUNK_SIZE.trailing_zeros();
-        Ok(self.base + root + u64::from(n.offset))
-    }
-
-    /// The chunk's size in bytes (for the first root of a contiguous run: the whole run).
-    pub(crate) fn size(&self, id: ChunkId) -> Result<u64, PmmError> {
-        let n = self.node(id)?;
-        if id.sub() == 0 {
-            let run = u64::from(self.root_ref(id)?.run);
-            return Ok(run.saturating_mul(ROOT_CHUNK_SIZE));
-        }
-        Ok(self.size_of_level(n.level))
-    }
-
-    /// Live P2P pins of the chunk.
-    pub(crate) fn pins(&self, id: ChunkId) -> Result<u32, PmmError> {
-        Ok(self.node(id)?.pins)
-    }
-
-    /// Whether the chunk's memory is known to be zero (valid for a chunk just handed out).
-    pub(crate) fn is_zeroed(&self, id: ChunkId) -> Result<bool, PmmError> {
-        Ok(self.node(id)?.has(ZEROED))
-    }
-
-    /// The children of a split chunk: the first child and how many there are (consecutive
-    /// identifiers, see [`Pmm::nth_child`]).
-    pub(crate) fn children(&self, id: ChunkId) -> Result<u16, PmmError> {
-        let n = self.node(id)?;
-        if n.state != State::IsSplit {
-            return Err(PmmError::IllegalTransition { from: n.state, event: Event::MergeFree });
-        }
-        self.fanout(n.level).ok_or(PmmError::Corrupt)
-    }
-
-    /// Child `k` of a split chunk.
-    pub(crate) fn nth_child(&self, id: ChunkId, k: u16) -> Result<ChunkId, PmmError> {
-        if k >= self.children(id)? {
-            return Err(PmmError::InvalidId);
-        }
-        self.child(id, k)
-    }
-
-    /// The unsplit chunk holding framebuffer offset `addr` (O(depth)); for a root inside a
-    /// contiguous run, the run's first root.
-    pub(crate) fn lookup(&self, addr: u64) -> Result<ChunkId, PmmError> {
-        let off = addr.checked_sub(self.base).ok_or(PmmError::InvalidId)?;
-        let r = u32::try_from(off >> ROOT_CHUNK_SIZE.trailing_zeros())
-            .map_err(|_| PmmError::InvalidId)?;
-        let mut id = ChunkId::new(r, 0);
-        let mut n = self.node(id)?;
-        if n.has(CONTIG_TAIL) {
-            let mut head = r;
-            while self.node(ChunkId::new(head, 0))?.has(CONTIG_TAIL) {
-                head = head.checked_sub(1).ok_or(PmmError::Corrupt)?;
-            }
-            return Ok(ChunkId::new(head, 0));
-        }
-        let within = off & (ROOT_CHUNK_SIZE - 1);
-        while n.state == State::IsSplit {
-            let child = self.size_of_level(n.level.checked_sub(1).ok_or(PmmError::Corrupt)?);
-            let k = within
-                .checked_sub(u64::from(n.offset))
-                .and_then(|d| d.checked_div(child))
-                .and_then(|k| u16::try_from(k).ok())
-                .ok_or(PmmError::Corrupt)?;
-            id = self.child(id, k)?;
-            n = self.node(id)?;
-        }
-        Ok(id)
+        self.counts
+            .get_mut(state.index())?
+            .get_mut(usize::from(level))
     }
 }

@@ -67,15 +67,17 @@ impl Stats {
             .iter()
             .zip(self.sizes.iter())
             .take(self.levels)
-            .fold(0u64, |acc, (&n, &s)| acc.saturating_add(n.saturating_mul(s)))
+            .fold(0u64, |acc, (&n, &s)| {
+                acc.saturating_add(n.saturating_mul(s))
+            })
     }
 }
 
 /// A size as a number and a unit: `(4, "K")`, `(2, "M")`.
 fn size_name(size: u64) -> (u64, &'static str) {
-    if size >= 1 << 20 && size.is_multiple_of(1 << 20) {
+    if size >= 1 << 20 && size % (1 << 20) == 0 {
         (size >> 20, "M")
-    } else if size.is_multiple_of(1 << 10) {
+    } else if size % (1 << 10) == 0 {
         (size >> 10, "K")
     } else {
         (size, "")

@@ -13,6 +13,24 @@
 //!   [`ChunkVec::try_push`] must succeed without allocating (the memory manager reserves before
 //!   it starts a split, so that a split never fails half-way);
 //! - dropping the vector frees its memory (used when a split root merges back).
+//!
+//! The kernel side is expected to be this small (checked to build against Linux 7.3's
+//! `kernel::alloc`, where it gives `Pmm::<KernelStorage>::ROOT_BYTES == 64`):
+//!
+//! ```text
+//! impl<T> ChunkVec<T> for KVVec<T> {
+//!     fn new() -> Self { KVVec::new() }
+//!     fn try_reserve(&mut self, n: usize) -> Result<(), OutOfMemory> {
+//!         self.reserve(n, GFP_KERNEL).map_err(|_| OutOfMemory)
+//!     }
+//!     fn try_push(&mut self, v: T) -> Result<(), OutOfMemory> {
+//!         self.push(v, GFP_KERNEL).map_err(|_| OutOfMemory)
+//!     }
+//!     fn pop(&mut self) -> Option<T> { KVVec::pop(self) }
+//! }
+//! struct KernelStorage;
+//! impl Storage for KernelStorage { type Vec<T> = KVVec<T>; }
+//! ```
 
 use core::ops::DerefMut;
 

@@ -26,14 +26,40 @@ const BASE: u64 = 1 << 30;
 
 #[derive(Clone, Debug)]
 enum Op {
-    Alloc { size: Index, n: usize, kernel: bool, zero: bool },
-    Contig { roots: u64, kernel: bool },
-    Free { pick: Index, zeroed: bool },
-    Unpin { pick: Index },
-    Pin { pick: Index },
-    P2pUnpin { pick: Index },
-    Split { pick: Index },
-    Merge { pick: Index },
+    Alloc {
+        size: Index,
+        n: usize,
+        kernel: bool,
+        zero: bool,
+    },
+    Contig {
+        roots: u64,
+        kernel: bool,
+    },
+    AllocAt {
+        size: Index,
+        at: Index,
+        kernel: bool,
+    },
+    Free {
+        pick: Index,
+        zeroed: bool,
+    },
+    Unpin {
+        pick: Index,
+    },
+    Pin {
+        pick: Index,
+    },
+    P2pUnpin {
+        pick: Index,
+    },
+    Split {
+        pick: Index,
+    },
+    Merge {
+        pick: Index,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -41,6 +67,8 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (any::<Index>(), 1usize..24, any::<bool>(), any::<bool>())
             .prop_map(|(size, n, kernel, zero)| Op::Alloc { size, n, kernel, zero }),
         1 => (1u64..4, any::<bool>()).prop_map(|(roots, kernel)| Op::Contig { roots, kernel }),
+        2 => (any::<Index>(), any::<Index>(), any::<bool>())
+            .prop_map(|(size, at, kernel)| Op::AllocAt { size, at, kernel }),
         4 => (any::<Index>(), any::<bool>()).prop_map(|(pick, zeroed)| Op::Free { pick, zeroed }),
         2 => any::<Index>().prop_map(|pick| Op::Unpin { pick }),
         1 => any::<Index>().prop_map(|pick| Op::Pin { pick }),
@@ -113,10 +141,27 @@ impl Model {
             .sum()
     }
 
+    /// Whether the chunk of `size` at `addr` can be allocated for `kernel`.
+    fn can_alloc_at(&self, addr: u64, size: u64, kernel: bool) -> bool {
+        let first = self.page(addr);
+        let free = self.pages[first..first + (size / SZ_4K) as usize]
+            .iter()
+            .all(|&p| p == 0);
+        let root = first / PAGES_PER_ROOT;
+        free && match self.root_kernel(root) {
+            None => true,
+            Some(k) => k == kernel && size < SZ_2M,
+        }
+    }
+
     fn free_root_run(&self, n: usize) -> bool {
         let mut run = 0;
         for r in 0..self.roots {
-            run = if self.root_pages(r).iter().all(|&p| p == 0) { run + 1 } else { 0 };
+            run = if self.root_pages(r).iter().all(|&p| p == 0) {
+                run + 1
+            } else {
+                0
+            };
             if run >= n {
                 return true;
             }
@@ -127,7 +172,11 @@ impl Model {
     fn largest_free(&self) -> u64 {
         let (mut best, mut run) = (0u64, 0u64);
         for r in 0..self.roots {
-            run = if self.root_pages(r).iter().all(|&p| p == 0) { run + 1 } else { 0 };
+            run = if self.root_pages(r).iter().all(|&p| p == 0) {
+                run + 1
+            } else {
+                0
+            };
             best = best.max(run);
         }
         if best > 0 {
@@ -188,7 +237,10 @@ fn compare(p: &Pmm<StdStorage>, m: &Model) {
     let s = p.stats();
     assert_eq!(s.free_bytes, s.total_bytes - used);
     assert_eq!(s.allocated_bytes + s.temp_pinned_bytes, used);
-    assert_eq!(s.free_bytes + s.allocated_bytes + s.temp_pinned_bytes, s.total_bytes);
+    assert_eq!(
+        s.free_bytes + s.allocated_bytes + s.temp_pinned_bytes,
+        s.total_bytes
+    );
     assert_eq!(s.largest_free, m.largest_free());
 }
 
@@ -206,19 +258,43 @@ fn run(roots: u64, mask: SizeMask, ops: Vec<Op>) {
     for op in ops {
         let keys: Vec<u64> = m.allocs.keys().copied().collect();
         match op {
-            Op::Alloc { size, n, kernel, zero } => {
+            Op::Alloc {
+                size,
+                n,
+                kernel,
+                zero,
+            } => {
                 let size = m.sizes[size.index(m.sizes.len())];
-                let ty = if kernel { MemType::Kernel } else { MemType::User };
+                let ty = if kernel {
+                    MemType::Kernel
+                } else {
+                    MemType::User
+                };
                 let expect = m.available(size, kernel) >= n;
                 let mut out = vec![ChunkId::new_for_tests(); n];
-                let flags = AllocFlags { prefer_zeroed: zero };
+                let flags = AllocFlags {
+                    prefer_zeroed: zero,
+                };
                 match p.alloc(size, ty, flags, &mut out) {
                     Ok(()) => {
                         assert!(expect, "alloc {n} x {size:#x} succeeded, model said no");
                         for id in out {
-                            let state = if kernel { State::Allocated } else { State::TempPinned };
+                            let state = if kernel {
+                                State::Allocated
+                            } else {
+                                State::TempPinned
+                            };
                             let addr = p.addr(id).unwrap();
-                            let a = MAlloc { id, addr, size, kernel, state, pins: 0, revoking: false, parent: None };
+                            let a = MAlloc {
+                                id,
+                                addr,
+                                size,
+                                kernel,
+                                state,
+                                pins: 0,
+                                revoking: false,
+                                parent: None,
+                            };
                             m.insert(a);
                         }
                     }
@@ -230,19 +306,80 @@ fn run(roots: u64, mask: SizeMask, ops: Vec<Op>) {
                 }
             }
             Op::Contig { roots: n, kernel } => {
-                let ty = if kernel { MemType::Kernel } else { MemType::User };
+                let ty = if kernel {
+                    MemType::Kernel
+                } else {
+                    MemType::User
+                };
                 let expect = m.free_root_run(n as usize);
                 match p.alloc_contiguous(n * SZ_2M, ty) {
                     Ok(id) => {
                         assert!(expect);
-                        let state = if kernel { State::Allocated } else { State::TempPinned };
+                        let state = if kernel {
+                            State::Allocated
+                        } else {
+                            State::TempPinned
+                        };
                         let addr = p.addr(id).unwrap();
-                        let a = MAlloc { id, addr, size: n * SZ_2M, kernel, state, pins: 0, revoking: false, parent: None };
+                        let a = MAlloc {
+                            id,
+                            addr,
+                            size: n * SZ_2M,
+                            kernel,
+                            state,
+                            pins: 0,
+                            revoking: false,
+                            parent: None,
+                        };
                         m.insert(a);
                     }
                     Err(e) => {
                         assert_eq!(e, PmmError::NoSpace);
                         assert!(!expect);
+                        failures += 1;
+                    }
+                }
+            }
+            Op::AllocAt { size, at, kernel } => {
+                let size = m.sizes[size.index(m.sizes.len())];
+                let slots = m.roots as u64 * SZ_2M / size;
+                let addr = BASE + at.index(slots as usize) as u64 * size;
+                let ty = if kernel {
+                    MemType::Kernel
+                } else {
+                    MemType::User
+                };
+                let expect = m.can_alloc_at(addr, size, kernel);
+                match p.alloc_at(addr, size, ty) {
+                    Ok(id) => {
+                        assert!(
+                            expect,
+                            "alloc_at {addr:#x} {size:#x} succeeded, model said no"
+                        );
+                        assert_eq!(p.addr(id), Ok(addr));
+                        let state = if kernel {
+                            State::Allocated
+                        } else {
+                            State::TempPinned
+                        };
+                        let a = MAlloc {
+                            id,
+                            addr,
+                            size,
+                            kernel,
+                            state,
+                            pins: 0,
+                            revoking: false,
+                            parent: None,
+                        };
+                        m.insert(a);
+                    }
+                    Err(e) => {
+                        assert_eq!(e, PmmError::NoSpace);
+                        assert!(
+                            !expect,
+                            "alloc_at {addr:#x} {size:#x} failed, model said yes"
+                        );
                         failures += 1;
                     }
                 }
@@ -317,8 +454,22 @@ fn run(roots: u64, mask: SizeMask, ops: Vec<Op>) {
                         for c in 0..n {
                             let id = p.nth_child(a.id, c).unwrap();
                             let addr = a.addr + u64::from(c) * child;
-                            let ca = MAlloc { id, addr, size: child, parent: Some(sk), ..a.clone() };
+                            let ca = MAlloc {
+                                id,
+                                addr,
+                                size: child,
+                                parent: Some(sk),
+                                ..a.clone()
+                            };
                             children.push(m.insert(ca));
+                        }
+                        // The split chunk's key in the record above it becomes the record's.
+                        if let Some(ps) = a.parent.and_then(|pk| m.splits.get_mut(&pk)) {
+                            for c in &mut ps.children {
+                                if *c == k {
+                                    *c = sk;
+                                }
+                            }
                         }
                         m.splits.insert(sk, MSplit { whole: a, children });
                     }
@@ -330,7 +481,9 @@ fn run(roots: u64, mask: SizeMask, ops: Vec<Op>) {
                 let Some(sk) = pick(&skeys, &i) else { continue };
                 let s = m.splits[&sk].clone();
                 let legal = s.children.iter().all(|c| {
-                    m.allocs.get(c).is_some_and(|a| a.state == State::Allocated && a.pins == 0 && !a.revoking)
+                    m.allocs
+                        .get(c)
+                        .is_some_and(|a| a.state == State::Allocated && a.pins == 0 && !a.revoking)
                 });
                 match p.merge(s.whole.id) {
                     Ok(()) => {
@@ -339,7 +492,10 @@ fn run(roots: u64, mask: SizeMask, ops: Vec<Op>) {
                             m.remove(*c);
                         }
                         m.splits.remove(&sk);
-                        let whole = MAlloc { state: State::Allocated, ..s.whole };
+                        let whole = MAlloc {
+                            state: State::Allocated,
+                            ..s.whole
+                        };
                         let parent = whole.parent;
                         let new = m.insert(whole);
                         // The merged chunk replaces its old key in the record above it.
@@ -380,8 +536,16 @@ fn run(roots: u64, mask: SizeMask, ops: Vec<Op>) {
 
 const MAXWELL: SizeMask = SizeMask::from_sizes(SZ_4K | SZ_128K | SZ_2M);
 
+/// Cases per property: 192, or `PROPTEST_CASES` for longer runs.
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(192)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     #[test]
     fn default_sizes_match_the_model(roots in 1u64..6, ops in prop::collection::vec(op(), 1..160)) {

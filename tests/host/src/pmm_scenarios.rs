@@ -5,9 +5,9 @@
 //!
 //! gpu_buddy is a binary buddy allocator with arbitrary orders; the manager here has three chunk
 //! sizes and 2 MiB roots, so each scenario keeps the *intent* of its KUnit counterpart; each
-//! test says which. Not restated: exact-range and range-bias allocation (the manager has no
-//! allocation at a given offset), trimming, and the timing-only fragmentation case (see the
-//! bench, `examples/pmm_bench.rs`).
+//! test says which. Not restated: range-bias allocation (anywhere inside a window; the manager
+//! only allocates one chunk at an exact offset), trimming, and the timing-only fragmentation
+//! case (see the bench, `examples/pmm_bench.rs`).
 
 use std::cell::Cell;
 use std::ops::{Deref, DerefMut};
@@ -21,7 +21,9 @@ use crate::pmm::{
 use crate::pmm_tests::{alloc1, pmm, P};
 
 const K: MemType = MemType::Kernel;
-const NONE: AllocFlags = AllocFlags { prefer_zeroed: false };
+const NONE: AllocFlags = AllocFlags {
+    prefer_zeroed: false,
+};
 
 fn alloc_n(p: &mut P, size: u64, n: usize, flags: AllocFlags) -> Result<Vec<ChunkId>, PmmError> {
     let mut out = vec![ChunkId::new_for_tests(); n];
@@ -68,7 +70,10 @@ fn limit() {
     assert_eq!(alloc1(&mut p, SZ_4K, K), Err(PmmError::NoSpace));
     assert_eq!(p.free(all, Zero::Dirty), Ok(FreeOutcome::Freed));
     assert_eq!(p.stats().largest_free, 1 << 40);
-    assert_eq!(P::new(0, (8 << 40) + SZ_2M, PMM_CHUNKS_DEFAULT).err(), Some(PmmError::TooLarge));
+    assert_eq!(
+        P::new(0, (8 << 40) + SZ_2M, PMM_CHUNKS_DEFAULT).err(),
+        Some(PmmError::TooLarge)
+    );
 }
 
 /// `alloc_optimistic`: memory sized for exactly one block of each order; all of them fit and
@@ -105,7 +110,10 @@ fn pessimistic() {
     assert_eq!(allocatable(&mut p), vec![SZ_4K, SZ_64K, SZ_2M]);
     free_all(&mut p, &all[512..], Zero::Dirty);
     let s = p.stats();
-    assert_eq!((s.largest_free, s.chunks[State::Free.index()][2]), (2 * SZ_2M, 2));
+    assert_eq!(
+        (s.largest_free, s.chunks[State::Free.index()][2]),
+        (2 * SZ_2M, 2)
+    );
 }
 
 /// `alloc_pathological`: fragment memory so half of it is free in holes; only the smallest
@@ -159,19 +167,29 @@ fn clear() {
     let mut p = pmm(2);
     let all = alloc_n(&mut p, SZ_64K, 64, NONE).unwrap();
     for (i, &id) in all.iter().enumerate() {
-        let z = if i % 2 == 0 { Zero::Zeroed } else { Zero::Dirty };
+        let z = if i % 2 == 0 {
+            Zero::Zeroed
+        } else {
+            Zero::Dirty
+        };
         assert_eq!(p.free(id, z), Ok(FreeOutcome::Freed));
     }
     p.check().unwrap();
     let s = p.stats();
-    assert_eq!((s.free_bytes, s.zeroed_free_bytes), (2 * SZ_2M, 0), "merged and dirty");
+    assert_eq!(
+        (s.free_bytes, s.zeroed_free_bytes),
+        (2 * SZ_2M, 0),
+        "merged and dirty"
+    );
     // Build a mix again: 31 zeroed and 31 dirty free 64K chunks (one kept in each root so
     // neither root merges).
     let all = alloc_n(&mut p, SZ_64K, 64, NONE).unwrap();
     free_all(&mut p, &all[1..32], Zero::Zeroed);
     free_all(&mut p, &all[33..], Zero::Dirty);
     assert_eq!(p.stats().zeroed_free_bytes, 31 * SZ_64K);
-    let zeroed = AllocFlags { prefer_zeroed: true };
+    let zeroed = AllocFlags {
+        prefer_zeroed: true,
+    };
     let got = alloc_n(&mut p, SZ_64K, 40, zeroed).unwrap();
     let z: Vec<bool> = got.iter().map(|&id| p.is_zeroed(id).unwrap()).collect();
     assert!(z[..31].iter().all(|&z| z), "zeroed chunks first");
@@ -179,7 +197,10 @@ fn clear() {
     free_all(&mut p, &got[..31], Zero::Zeroed);
     free_all(&mut p, &got[31..], Zero::Dirty);
     let dirty = alloc_n(&mut p, SZ_64K, 1, NONE).unwrap();
-    assert!(!p.is_zeroed(dirty[0]).unwrap(), "without the flag, dirty first");
+    assert!(
+        !p.is_zeroed(dirty[0]).unwrap(),
+        "without the flag, dirty first"
+    );
     free_all(&mut p, &[dirty[0], all[0], all[32]], Zero::Dirty);
     assert_eq!(p.stats().largest_free, 2 * SZ_2M);
 }
@@ -231,6 +252,92 @@ fn addr_to_chunk() {
     assert_eq!((p.state(free), p.size(free)), (Ok(State::Free), Ok(SZ_2M)));
     assert_eq!(p.lookup(base - SZ_4K), Err(PmmError::InvalidId));
     assert_eq!(p.lookup(base + 2 * SZ_2M), Err(PmmError::InvalidId));
+}
+
+/// `alloc_range` (exact ranges): ranges at the start, middle and end, per root of a
+/// multi-root manager, random slices in random order, free and re-allocation, every size at its
+/// natural alignment; and the negative cases: an occupied range, a range overlapping a smaller
+/// allocation, misaligned offsets, offsets outside the manager. Here a range is one chunk at an
+/// exact, size-aligned offset (`alloc_at`).
+#[test]
+fn range() {
+    let mut p = pmm(3);
+    let base = p.base();
+    let end = base + 3 * SZ_2M;
+    let first = p.alloc_at(base, SZ_4K, K).unwrap();
+    let mid = p.alloc_at(base + SZ_2M + 16 * SZ_64K, SZ_64K, K).unwrap();
+    let last = p.alloc_at(end - SZ_4K, SZ_4K, K).unwrap();
+    p.check().unwrap();
+    assert_eq!(p.addr(first), Ok(base));
+    assert_eq!(p.addr(mid), Ok(base + SZ_2M + 16 * SZ_64K));
+    assert_eq!((p.addr(last), p.size(last)), (Ok(end - SZ_4K), Ok(SZ_4K)));
+    // Negative cases.
+    assert_eq!(
+        p.alloc_at(base, SZ_4K, K),
+        Err(PmmError::NoSpace),
+        "occupied"
+    );
+    assert_eq!(
+        p.alloc_at(base, SZ_64K, K),
+        Err(PmmError::NoSpace),
+        "overlaps a 4K chunk"
+    );
+    assert_eq!(
+        p.alloc_at(base + SZ_2M, SZ_2M, K),
+        Err(PmmError::NoSpace),
+        "root in use"
+    );
+    assert_eq!(
+        p.alloc_at(base + SZ_4K, SZ_64K, K),
+        Err(PmmError::Misaligned)
+    );
+    assert_eq!(p.alloc_at(end, SZ_4K, K), Err(PmmError::InvalidId));
+    assert_eq!(p.alloc_at(base - SZ_2M, SZ_2M, K), Err(PmmError::InvalidId));
+    assert_eq!(p.alloc_at(base, SZ_2M / 2, K), Err(PmmError::BadSize));
+    assert_eq!(
+        p.alloc_at(base + SZ_64K, SZ_64K, MemType::User),
+        Err(PmmError::NoSpace),
+        "kernel root"
+    );
+    assert_eq!(
+        p.stats().alloc_failures,
+        4,
+        "NoSpace refusals count as failures"
+    );
+    p.check().unwrap();
+    free_all(&mut p, &[first, mid, last], Zero::Dirty);
+    assert_eq!(p.stats().largest_free, 3 * SZ_2M);
+    // Every 64K of the middle root in a shuffled order, then free and re-allocate.
+    let mut order: Vec<u64> = (0..32).collect();
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    for i in (1..order.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        order.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    for round in 0..2 {
+        let ids: Vec<ChunkId> = order
+            .iter()
+            .map(|&k| p.alloc_at(base + SZ_2M + k * SZ_64K, SZ_64K, K).unwrap())
+            .collect();
+        p.check().unwrap();
+        assert_eq!(p.stats().allocated_bytes, SZ_2M, "round {round}");
+        assert_eq!(p.alloc_at(base + SZ_2M, SZ_4K, K), Err(PmmError::NoSpace));
+        free_all(&mut p, &ids, Zero::Dirty);
+    }
+    // Each size at its natural alignment, per root.
+    let a = p.alloc_at(base, SZ_2M, K).unwrap();
+    let b = p
+        .alloc_at(base + SZ_2M + SZ_2M - SZ_64K, SZ_64K, K)
+        .unwrap();
+    let c = p
+        .alloc_at(base + 2 * SZ_2M + 5 * SZ_4K, SZ_4K, MemType::User)
+        .unwrap();
+    assert_eq!(p.state(c), Ok(State::TempPinned));
+    p.check().unwrap();
+    free_all(&mut p, &[a, b, c], Zero::Dirty);
+    assert_eq!(p.stats().free_bytes, 3 * SZ_2M);
 }
 
 thread_local! {
@@ -297,7 +404,10 @@ impl Storage for FailStorage {
 #[test]
 fn allocation_failures_leave_state_unchanged() {
     BUDGET.with(|b| b.set(Some(0)));
-    assert_eq!(Pmm::<FailStorage>::new(0, 4 * SZ_2M, PMM_CHUNKS_DEFAULT).err(), Some(PmmError::OutOfMemory));
+    assert_eq!(
+        Pmm::<FailStorage>::new(0, 4 * SZ_2M, PMM_CHUNKS_DEFAULT).err(),
+        Some(PmmError::OutOfMemory)
+    );
     let mut injected = 0;
     for budget in 0..24 {
         BUDGET.with(|b| b.set(None));
@@ -317,13 +427,21 @@ fn allocation_failures_leave_state_unchanged() {
                     let id = live[step % live.len()];
                     p.split(id).map(|_| ())
                 }
-                _ => p.alloc(size, K, NONE, &mut out).map(|()| live.extend_from_slice(&out)),
+                _ => p
+                    .alloc(size, K, NONE, &mut out)
+                    .map(|()| live.extend_from_slice(&out)),
             };
             p.check().unwrap();
             if r == Err(PmmError::OutOfMemory) {
                 injected += 1;
                 let after = p.stats();
-                assert_eq!(Stats { alloc_failures: before.alloc_failures, ..after }, before);
+                assert_eq!(
+                    Stats {
+                        alloc_failures: before.alloc_failures,
+                        ..after
+                    },
+                    before
+                );
             }
             // A split chunk is no longer freeable; keep only unsplit ones.
             live.retain(|&id| p.state(id) == Ok(State::Allocated));

@@ -12,8 +12,12 @@ use crate::std_storage::StdStorage;
 pub(crate) type P = Pmm<StdStorage>;
 
 const MAXWELL: SizeMask = SizeMask::from_sizes(SZ_4K | SZ_128K | SZ_2M);
-const NONE: AllocFlags = AllocFlags { prefer_zeroed: false };
-const ZEROED: AllocFlags = AllocFlags { prefer_zeroed: true };
+const NONE: AllocFlags = AllocFlags {
+    prefer_zeroed: false,
+};
+const ZEROED: AllocFlags = AllocFlags {
+    prefer_zeroed: true,
+};
 
 /// A checked manager of `roots` roots at 64 MiB.
 pub(crate) fn pmm(roots: u64) -> P {
@@ -42,11 +46,21 @@ fn count(s: &Stats, state: State, size: u64) -> u64 {
 #[test]
 fn new_validates_geometry() {
     let m = PMM_CHUNKS_DEFAULT;
-    assert_eq!(P::new(SZ_64K, 4 * SZ_2M, m).err(), Some(PmmError::Misaligned));
+    assert_eq!(
+        P::new(SZ_64K, 4 * SZ_2M, m).err(),
+        Some(PmmError::Misaligned)
+    );
     assert_eq!(P::new(0, SZ_2M - 1, m).err(), Some(PmmError::Empty));
     assert_eq!(P::new(0, u64::MAX, m).err(), Some(PmmError::TooLarge));
-    assert_eq!(P::new(u64::MAX - SZ_2M * 2 + 1, SZ_2M * 4, m).err(), Some(PmmError::TooLarge));
+    assert_eq!(
+        P::new(u64::MAX - SZ_2M * 2 + 1, SZ_2M * 4, m).err(),
+        Some(PmmError::TooLarge)
+    );
     assert_eq!(P::new(1 << 63, 1 << 63, m).err(), Some(PmmError::TooLarge));
+    assert_eq!(
+        P::new(0, SZ_2M, SizeMask::from_sizes(0)).err(),
+        Some(PmmError::BadSizes)
+    );
     let no_root = SizeMask::from_sizes(SZ_4K | SZ_64K);
     assert_eq!(P::new(0, SZ_2M, no_root).err(), Some(PmmError::BadSizes));
     let tiny = SizeMask::from_sizes(1024 | SZ_64K | SZ_2M);
@@ -78,7 +92,15 @@ fn transition_table_is_exactly_the_documented_one() {
         (S::IsSplit, E::MergeFree, S::Free),
         (S::IsSplit, E::MergeAllocated, S::Allocated),
     ];
-    let events = [E::Claim, E::ClaimOwned, E::Unpin, E::Split, E::Free, E::MergeFree, E::MergeAllocated];
+    let events = [
+        E::Claim,
+        E::ClaimOwned,
+        E::Unpin,
+        E::Split,
+        E::Free,
+        E::MergeFree,
+        E::MergeAllocated,
+    ];
     let mut ok = 0;
     for from in State::ALL {
         for ev in events {
@@ -135,7 +157,10 @@ fn maxwell_sizes_split_through_128k() {
     let s = p.stats();
     assert_eq!(count(&s, State::Free, SZ_128K), 15);
     assert_eq!(count(&s, State::Free, SZ_4K), 31);
-    assert_eq!(alloc1(&mut p, SZ_64K, MemType::Kernel), Err(PmmError::BadSize));
+    assert_eq!(
+        alloc1(&mut p, SZ_64K, MemType::Kernel),
+        Err(PmmError::BadSize)
+    );
     free(&mut p, a);
     assert_eq!(p.stats().free_bytes, SZ_2M);
 }
@@ -147,14 +172,31 @@ fn user_and_kernel_states_and_unpin() {
     let k = alloc1(&mut p, SZ_64K, MemType::Kernel).unwrap();
     assert_eq!(p.state(u), Ok(State::TempPinned));
     assert_eq!(p.state(k), Ok(State::Allocated));
-    assert_ne!(u.root(), k.root(), "user and kernel chunks never share a root");
-    assert_eq!(p.p2p_pin(u), Err(PmmError::NotAllocated), "temp-pinned is not owned");
-    assert_eq!(p.split(u).err(), Some(PmmError::IllegalTransition { from: State::TempPinned, event: Event::Split }));
+    assert_ne!(
+        u.root(),
+        k.root(),
+        "user and kernel chunks never share a root"
+    );
+    assert_eq!(
+        p.p2p_pin(u),
+        Err(PmmError::NotAllocated),
+        "temp-pinned is not owned"
+    );
+    assert_eq!(
+        p.split(u).err(),
+        Some(PmmError::IllegalTransition {
+            from: State::TempPinned,
+            event: Event::Split
+        })
+    );
     p.unpin_allocated(u).unwrap();
     assert_eq!(p.state(u), Ok(State::Allocated));
     assert_eq!(
         p.unpin_allocated(u),
-        Err(PmmError::IllegalTransition { from: State::Allocated, event: Event::Unpin })
+        Err(PmmError::IllegalTransition {
+            from: State::Allocated,
+            event: Event::Unpin
+        })
     );
     let k2 = alloc1(&mut p, SZ_4K, MemType::Kernel).unwrap();
     assert_eq!(k2.root(), k.root(), "kernel 4K comes from the kernel root");
@@ -171,18 +213,31 @@ fn illegal_frees_are_errors_and_change_nothing() {
     let parent_2m = ChunkId::new_root_for_tests(a.root());
     assert_eq!(
         p.free(parent_2m, Zero::Dirty),
-        Err(PmmError::IllegalTransition { from: State::IsSplit, event: Event::Free })
+        Err(PmmError::IllegalTransition {
+            from: State::IsSplit,
+            event: Event::Free
+        })
     );
     let free_root = ChunkId::new_root_for_tests(a.root() + 1);
     assert_eq!(
         p.free(free_root, Zero::Dirty),
-        Err(PmmError::IllegalTransition { from: State::Free, event: Event::Free })
+        Err(PmmError::IllegalTransition {
+            from: State::Free,
+            event: Event::Free
+        })
     );
-    assert_eq!(p.free(ChunkId::new_root_for_tests(99), Zero::Dirty), Err(PmmError::InvalidId));
+    assert_eq!(
+        p.free(ChunkId::new_root_for_tests(99), Zero::Dirty),
+        Err(PmmError::InvalidId)
+    );
     assert_eq!(p.stats(), before);
     p.check().unwrap();
     free(&mut p, a);
-    assert_eq!(p.free(a, Zero::Dirty), Err(PmmError::InvalidId), "double free");
+    assert_eq!(
+        p.free(a, Zero::Dirty),
+        Err(PmmError::InvalidId),
+        "double free"
+    );
 }
 
 #[test]
@@ -202,8 +257,13 @@ fn zeroed_preference_and_merge_keeps_zero_only_if_all_children_zero() {
     // Split of a zeroed root gives zeroed children; freeing one dirty makes the merge dirty.
     let c = p.split(out[0]).unwrap();
     assert!(p.is_zeroed(c).unwrap());
-    for k in 0..p.children(ChunkId::new_root_for_tests(out[0].root())).unwrap() {
-        let child = p.nth_child(ChunkId::new_root_for_tests(out[0].root()), k).unwrap();
+    for k in 0..p
+        .children(ChunkId::new_root_for_tests(out[0].root()))
+        .unwrap()
+    {
+        let child = p
+            .nth_child(ChunkId::new_root_for_tests(out[0].root()), k)
+            .unwrap();
         let z = if k == 7 { Zero::Dirty } else { Zero::Zeroed };
         assert_eq!(p.free(child, z), Ok(FreeOutcome::Freed));
     }
@@ -219,19 +279,34 @@ fn n_chunks_all_or_nothing() {
     let before = p.stats();
     let meta = p.metadata_bytes();
     let mut out = [ChunkId::new_for_tests(); 33];
-    assert_eq!(p.alloc(SZ_64K, MemType::Kernel, NONE, &mut out), Err(PmmError::NoSpace));
+    assert_eq!(
+        p.alloc(SZ_64K, MemType::Kernel, NONE, &mut out),
+        Err(PmmError::NoSpace)
+    );
     p.check().unwrap();
     let after = p.stats();
     assert_eq!(after.alloc_failures, 1);
-    assert_eq!(Stats { alloc_failures: 0, ..after }, before);
+    assert_eq!(
+        Stats {
+            alloc_failures: 0,
+            ..after
+        },
+        before
+    );
     assert_eq!(p.metadata_bytes(), meta);
     let mut out = [ChunkId::new_for_tests(); 32];
     p.alloc(SZ_64K, MemType::Kernel, NONE, &mut out).unwrap();
     p.check().unwrap();
     assert_eq!(p.stats().free_bytes, SZ_2M - SZ_64K);
     let mut two = [ChunkId::new_for_tests(); 2];
-    assert_eq!(p.alloc(SZ_4K, MemType::Kernel, NONE, &mut two), Err(PmmError::NoSpace));
-    assert_eq!(p.alloc(SZ_128K, MemType::Kernel, NONE, &mut two), Err(PmmError::BadSize));
+    assert_eq!(
+        p.alloc(SZ_4K, MemType::Kernel, NONE, &mut two),
+        Err(PmmError::NoSpace)
+    );
+    assert_eq!(
+        p.alloc(SZ_128K, MemType::Kernel, NONE, &mut two),
+        Err(PmmError::BadSize)
+    );
     p.free(keep, Zero::Dirty).unwrap();
     p.check().unwrap();
 }
@@ -246,11 +321,18 @@ fn contiguous_runs_of_roots() {
     assert_eq!(run.root(), 1);
     assert_eq!(p.size(run), Ok(5 * SZ_2M));
     assert_eq!(p.addr(run), Ok((64 << 20) + SZ_2M));
-    assert_eq!(p.lookup(p.addr(run).unwrap() + 3 * SZ_2M + 5), Ok(run), "inside the run");
+    assert_eq!(
+        p.lookup(p.addr(run).unwrap() + 3 * SZ_2M + 5),
+        Ok(run),
+        "inside the run"
+    );
     let s = p.stats();
     assert_eq!(s.temp_pinned_bytes, 5 * SZ_2M + SZ_4K);
     assert_eq!(s.largest_free, 2 * SZ_2M);
-    assert_eq!(p.alloc_contiguous(3 * SZ_2M, MemType::User), Err(PmmError::NoSpace));
+    assert_eq!(
+        p.alloc_contiguous(3 * SZ_2M, MemType::User),
+        Err(PmmError::NoSpace)
+    );
     assert_eq!(p.alloc_contiguous(0, MemType::User), Err(PmmError::BadSize));
     let tail = ChunkId::new_root_for_tests(3);
     assert_eq!(p.free(tail, Zero::Dirty), Err(PmmError::NotHead));
@@ -260,7 +342,10 @@ fn contiguous_runs_of_roots() {
     p.check().unwrap();
     assert_eq!(p.stats().allocated_bytes, 5 * SZ_2M);
     assert_eq!(p.p2p_pin(run), Ok(1));
-    assert_eq!(p.free(run, Zero::Dirty), Ok(FreeOutcome::Revoke { pins: 1 }));
+    assert_eq!(
+        p.free(run, Zero::Dirty),
+        Ok(FreeOutcome::Revoke { pins: 1 })
+    );
     assert_eq!(p.p2p_unpin(run), Ok(0));
     free(&mut p, run);
     assert_eq!(p.stats().largest_free, 7 * SZ_2M);
@@ -310,7 +395,11 @@ fn owner_split_and_merge() {
     assert_eq!(p.nth_child(r, 32), Err(PmmError::InvalidId));
     let g = p.split(c5).unwrap();
     p.check().unwrap();
-    assert_eq!(p.merge(r), Err(PmmError::NotAllocated), "a grandchild level is split");
+    assert_eq!(
+        p.merge(r),
+        Err(PmmError::NotAllocated),
+        "a grandchild level is split"
+    );
     p.merge(c5).unwrap();
     p.check().unwrap();
     assert_eq!(p.state(g), Err(PmmError::InvalidId));
@@ -320,7 +409,13 @@ fn owner_split_and_merge() {
     p.merge(r).unwrap();
     p.check().unwrap();
     assert_eq!(p.state(r), Ok(State::Allocated));
-    assert_eq!(p.merge(r), Err(PmmError::IllegalTransition { from: State::Allocated, event: Event::MergeAllocated }));
+    assert_eq!(
+        p.merge(r),
+        Err(PmmError::IllegalTransition {
+            from: State::Allocated,
+            event: Event::MergeAllocated
+        })
+    );
     // Children freed one by one merge back into a free root.
     p.split(r).unwrap();
     for k in 0..32 {
@@ -364,10 +459,16 @@ fn stats_and_map_rendering() {
     let s = p.stats();
     let text = s.to_string();
     assert!(text.contains("roots: 70 (146800640 bytes)"), "{text}");
-    assert!(text.contains(&format!("free_bytes: {}", 65 * SZ_2M + SZ_2M - SZ_4K)), "{text}");
+    assert!(
+        text.contains(&format!("free_bytes: {}", 65 * SZ_2M + SZ_2M - SZ_4K)),
+        "{text}"
+    );
     assert!(text.contains("largest_free: 136314880"), "{text}");
     assert!(text.contains("fragmentation: 1.6%"), "{text}");
-    assert!(text.contains("    2M           65            3            1            1"), "{text}");
+    assert!(
+        text.contains("    2M           65            3            1            1"),
+        "{text}"
+    );
     let map = p.map().to_string();
     let lines: Vec<&str> = map.lines().collect();
     assert_eq!(lines.len(), 2);
@@ -384,20 +485,27 @@ fn fragmentation_index_definition() {
     let mut all = vec![ChunkId::new_for_tests(); 512];
     p.alloc(SZ_4K, MemType::Kernel, NONE, &mut all).unwrap();
     let s = p.stats();
-    assert_eq!((s.free_bytes, s.largest_free, s.fragmentation_permille()), (0, 0, 0));
+    assert_eq!(
+        (s.free_bytes, s.largest_free, s.fragmentation_permille()),
+        (0, 0, 0)
+    );
     for &id in all.iter().step_by(2) {
         free(&mut p, id);
     }
     let s = p.stats();
     assert_eq!(s.free_bytes, SZ_2M / 2);
     assert_eq!(s.largest_free, SZ_4K);
-    assert_eq!(s.fragmentation_permille(), 1000 - (SZ_4K * 1000 / (SZ_2M / 2)));
+    assert_eq!(
+        s.fragmentation_permille(),
+        1000 - (SZ_4K * 1000 / (SZ_2M / 2))
+    );
 }
 
 #[test]
 fn root_metadata_budget() {
     // One unsplit root costs at most 64 bytes (also a compile-time assertion in the core).
+    const { assert!(P::ROOT_BYTES <= 64) };
     let p = pmm(1024);
-    assert!(p.metadata_bytes() <= 1024 * 64, "{}", p.metadata_bytes());
+    assert_eq!(p.metadata_bytes(), 1024 * P::ROOT_BYTES);
     assert_eq!(ROOT_CHUNK_SIZE, SZ_2M);
 }
