@@ -9,6 +9,7 @@
 #   make clean
 #   make demo                 VM with two emulated GPUs showing nvrs at work
 #   make check                every test: host cargo tests, then the VM suites
+#   make bench                benchmarks against their anchors (not tests)
 #
 # `demo` and `check` install what they need (tests/bootstrap.sh) and use the
 # cached test kernel, whatever KDIR says.
@@ -34,4 +35,7 @@ demo:
 check:
 	@tests/check.sh
 
-.PHONY: all modules modules_install clean demo check
+bench:
+	@tests/bench.sh
+
+.PHONY: all modules modules_install clean demo check bench

@@ -120,10 +120,12 @@ pub(crate) fn churn<A: BenchAlloc, S: Storage, C: Clock>(
         }
     }
     let ns = clock.now_ns().saturating_sub(t);
+    // The largest free block while the trace's live set is still allocated.
+    let result = outcome(a, ns, u64::try_from(ops).unwrap_or(u64::MAX));
     while let Some(h) = live.pop() {
         a.free(h);
     }
-    Ok(outcome(a, ns, u64::try_from(ops).unwrap_or(u64::MAX)))
+    Ok(result)
 }
 
 /// Fills `bytes` with 4 KiB blocks, then frees them all in random order.

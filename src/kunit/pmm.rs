@@ -97,6 +97,21 @@ mod tests {
     }
 
     #[test]
+    fn exact_offsets() -> Result {
+        let mut pmm = Pmm::<KernelStorage>::new(0, 4 * ROOT_CHUNK_SIZE, PMM_CHUNKS_DEFAULT).map_err(err)?;
+        let at = ROOT_CHUNK_SIZE + 3 * SZ_64K;
+        let id = pmm.alloc_at(at, SZ_64K, MemType::Kernel).map_err(err)?;
+        assert_eq!(pmm.addr(id).map_err(err)?, at);
+        // The same place again is taken; a misaligned one is refused.
+        assert_eq!(pmm.alloc_at(at, SZ_64K, MemType::Kernel).err(), Some(PmmError::NoSpace));
+        assert_eq!(pmm.alloc_at(at + SZ_4K, SZ_64K, MemType::Kernel).err(), Some(PmmError::Misaligned));
+        assert_eq!(pmm.free(id, Zero::Dirty).map_err(err)?, FreeOutcome::Freed);
+        assert_eq!(pmm.largest_free(), 4 * ROOT_CHUNK_SIZE);
+        assert!(pmm.check().is_ok());
+        Ok(())
+    }
+
+    #[test]
     fn transition_table() {
         let events = [
             Event::Claim,

@@ -308,7 +308,7 @@ def main():
                 elif args.show == "tap":
                     *complete, pending = (pending + text).split("\n")
                     for ln in complete:
-                        if "nvrs-tap:" in ln or "nvrs-demo:" in ln:
+                        if "nvrs-tap:" in ln or "nvrs-demo:" in ln or ln.startswith("bench:"):
                             print(TS.sub("", ln.strip("\r")).replace("nvrs-demo: ", ""), flush=True)
             elif proc.poll() is not None:
                 break

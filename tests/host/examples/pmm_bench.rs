@@ -22,37 +22,25 @@ mod hwref;
 mod pmm;
 #[path = "../src/std_storage.rs"]
 mod std_storage;
+/// The traces, shared with the in-kernel bench (`src/bench/`).
+#[path = "../../../src/bench/traces.rs"]
+mod traces;
 
 use std::collections::HashMap;
 use std::time::Instant;
 
-use hwref::{PMM_CHUNKS_DEFAULT, SZ_2M, SZ_4K, SZ_64K};
+use traces::{BenchAlloc as Allocator, Clock, Line, Outcome};
+use hwref::{PMM_CHUNKS_DEFAULT, SZ_4K};
 use pmm::{AllocFlags, ChunkId, MemType, Pmm, Zero};
 use std_storage::StdStorage;
 
-/// splitmix64: a small seeded PRNG, identical for both allocators.
-struct Rng(u64);
+/// `std::time::Instant` as the traces' clock.
+struct HostClock(Instant);
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+impl Clock for HostClock {
+    fn now_ns(&self) -> u64 {
+        self.0.elapsed().as_nanos() as u64
     }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
-/// What a trace needs from an allocator.
-trait Allocator {
-    type Handle: Copy;
-    fn alloc(&mut self, size: u64) -> Option<Self::Handle>;
-    fn free(&mut self, h: Self::Handle);
-    fn largest_free(&self) -> u64;
 }
 
 /// The nvrs manager (kernel-type chunks, owned at once).
@@ -68,7 +56,7 @@ impl Allocator for Nvrs {
     type Handle = ChunkId;
 
     fn alloc(&mut self, size: u64) -> Option<ChunkId> {
-        let mut out = [ChunkId::NIL];
+        let mut out = [ChunkId::default()];
         self.0
             .alloc(size, MemType::Kernel, AllocFlags::default(), &mut out)
             .ok()?;
@@ -191,147 +179,38 @@ impl Allocator for NaiveBuddy {
     }
 }
 
-/// One measurement: ns per operation and the largest free block at the end.
-struct Result_ {
-    ns_per_op: f64,
-    largest_free: u64,
-}
-
-/// Random alloc/free with a live-set cap: each step frees a random live chunk or allocates.
-fn churn<A: Allocator>(
-    a: &mut A,
-    seed: u64,
-    ops: usize,
-    cap: usize,
-    size_of: impl Fn(&mut Rng) -> u64,
-) -> Result_ {
-    let mut rng = Rng(seed);
-    let mut live: Vec<A::Handle> = Vec::with_capacity(cap);
-    let t = Instant::now();
-    for _ in 0..ops {
-        if !live.is_empty() && (live.len() >= cap || rng.below(2) == 0) {
-            let i = rng.below(live.len());
-            let h = live.swap_remove(i);
-            a.free(h);
-        } else {
-            let size = size_of(&mut rng);
-            if let Some(h) = a.alloc(size) {
-                live.push(h);
-            }
-        }
-    }
-    let ns = t.elapsed().as_nanos() as f64 / ops as f64;
-    Result_ {
-        ns_per_op: ns,
-        largest_free: a.largest_free(),
-    }
-}
-
-/// Fill the whole pool with 4 KiB chunks, then free them all in random order.
-fn fill_free<A: Allocator>(a: &mut A, seed: u64, bytes: u64) -> Result_ {
-    let mut rng = Rng(seed);
-    let n = (bytes / SZ_4K) as usize;
-    let mut live = Vec::with_capacity(n);
-    let t = Instant::now();
-    for _ in 0..n {
-        live.push(a.alloc(SZ_4K).expect("fill"));
-    }
-    for i in (1..live.len()).rev() {
-        live.swap(i, rng.below(i + 1));
-    }
-    for h in live {
-        a.free(h);
-    }
-    let ns = t.elapsed().as_nanos() as f64 / (2 * n) as f64;
-    Result_ {
-        ns_per_op: ns,
-        largest_free: a.largest_free(),
-    }
-}
-
-/// Fill with 4 KiB chunks, free every other one (a 50% checkerboard), then time 2 MiB requests
-/// (which all fail: no 2 MiB extent is free).
-fn checkerboard<A: Allocator>(a: &mut A, bytes: u64, requests: usize) -> Result_ {
-    let n = (bytes / SZ_4K) as usize;
-    let mut live = Vec::with_capacity(n);
-    for _ in 0..n {
-        live.push(a.alloc(SZ_4K).expect("fill"));
-    }
-    for h in live.iter().step_by(2) {
-        a.free(*h);
-    }
-    let t = Instant::now();
-    let mut got = 0;
-    for _ in 0..requests {
-        if let Some(h) = a.alloc(SZ_2M) {
-            got += 1;
-            a.free(h);
-        }
-    }
-    let ns = t.elapsed().as_nanos() as f64 / requests as f64;
-    assert_eq!(got, 0, "a 2 MiB extent in a full checkerboard");
-    Result_ {
-        ns_per_op: ns,
-        largest_free: a.largest_free(),
-    }
-}
-
-fn report(trace: &str, nvrs: Result_, anchor: Result_) {
-    println!(
-        "bench: {trace} nvrs={:.1}ns anchor={:.1}ns ratio={:.2} largest_free_nvrs={} largest_free_anchor={}",
-        nvrs.ns_per_op,
-        anchor.ns_per_op,
-        anchor.ns_per_op / nvrs.ns_per_op,
-        nvrs.largest_free,
-        anchor.largest_free
-    );
-}
-
 const GIB: u64 = 1 << 30;
-const SEED: u64 = 0x6e76_7273;
+const POOL: u64 = 256 << 20;
+const OPS: usize = 400_000;
 
 fn main() {
-    // Uniform 64K: 1 GiB pool, up to 8192 live chunks (half the pool).
-    let ops = 400_000;
-    let f = |_: &mut Rng| SZ_64K;
-    let n = churn(&mut Nvrs::new(GIB), SEED, ops, 8192, f);
-    let a = churn(&mut NaiveBuddy::new(GIB), SEED, ops, 8192, f);
-    report("uniform_64k_1G", n, a);
-
-    // Mixed 4K (60%) / 64K (30%) / 2M (10%): 1 GiB pool, up to 4096 live chunks.
-    let mixed = |r: &mut Rng| match r.below(10) {
-        0..=5 => SZ_4K,
-        6..=8 => SZ_64K,
-        _ => SZ_2M,
+    let c = HostClock(Instant::now());
+    let show = |trace: &str, nvrs: Outcome, anchor: Outcome| {
+        print!("{}", Line { trace, nvrs, anchor });
     };
-    let n = churn(&mut Nvrs::new(GIB), SEED, ops, 4096, mixed);
-    let a = churn(&mut NaiveBuddy::new(GIB), SEED, ops, 4096, mixed);
-    report("mixed_4k_64k_2m_1G", n, a);
+    let n = traces::churn::<_, StdStorage, _>(&mut Nvrs::new(GIB), &c, OPS, 8192, traces::uniform_64k);
+    let a = traces::churn::<_, StdStorage, _>(&mut NaiveBuddy::new(GIB), &c, OPS, 8192, traces::uniform_64k);
+    show("uniform_64k_1G", n.expect("memory"), a.expect("memory"));
 
-    // Fill to full with 4K, free in random order: 256 MiB (65536 chunks).
-    let pool = 256 << 20;
-    let n = fill_free(&mut Nvrs::new(pool), SEED, pool);
-    let a = fill_free(&mut NaiveBuddy::new(pool), SEED, pool);
-    report("fill_4k_free_random_256M", n, a);
+    let n = traces::churn::<_, StdStorage, _>(&mut Nvrs::new(GIB), &c, OPS, 4096, traces::mixed);
+    let a = traces::churn::<_, StdStorage, _>(&mut NaiveBuddy::new(GIB), &c, OPS, 4096, traces::mixed);
+    show("mixed_4k_64k_2m_1G", n.expect("memory"), a.expect("memory"));
 
-    // 50% checkerboard of 4K in 256 MiB, then 2 MiB requests.
-    let n = checkerboard(&mut Nvrs::new(pool), pool, 100_000);
-    let a = checkerboard(&mut NaiveBuddy::new(pool), pool, 100_000);
-    report("checkerboard_then_2m_256M", n, a);
+    let n = traces::fill_free::<_, StdStorage, _>(&mut Nvrs::new(POOL), &c, POOL);
+    let a = traces::fill_free::<_, StdStorage, _>(&mut NaiveBuddy::new(POOL), &c, POOL);
+    show("fill_4k_free_random_256M", n.expect("memory"), a.expect("memory"));
 
-    // Initialising 1 TiB (524288 roots); one op = one initialisation.
-    let t = Instant::now();
+    let n = traces::checkerboard::<_, StdStorage, _>(&mut Nvrs::new(POOL), &c, POOL, 100_000);
+    let a = traces::checkerboard::<_, StdStorage, _>(&mut NaiveBuddy::new(POOL), &c, POOL, 100_000);
+    show("checkerboard_then_2m_256M", n.expect("memory"), a.expect("memory"));
+
+    // Initialising 1 TiB (524288 roots); one operation is one initialisation.
+    let t = c.now_ns();
     let p = Nvrs::new(1 << 40);
-    let n = Result_ {
-        ns_per_op: t.elapsed().as_nanos() as f64,
-        largest_free: p.largest_free(),
-    };
+    let n = Outcome { deci_ns_per_op: (c.now_ns() - t) * 10, largest_free: p.largest_free() };
     drop(p);
-    let t = Instant::now();
+    let t = c.now_ns();
     let b = NaiveBuddy::new(1 << 40);
-    let a = Result_ {
-        ns_per_op: t.elapsed().as_nanos() as f64,
-        largest_free: b.largest_free(),
-    };
-    report("init_1T", n, a);
+    let a = Outcome { deci_ns_per_op: (c.now_ns() - t) * 10, largest_free: b.largest_free() };
+    show("init_1T", n, a);
 }

@@ -1,0 +1,42 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Scenario "bench" (make bench, not make check): in one VM boot, the memory
+# manager against the kernel's gpu_buddy, and the nvidia_p2p paths against
+# their anchors. Prints "bench:" lines; asserts nothing about time.
+
+. /scenarios/lib.sh
+M=/lib/modules
+
+check "insmod nvrs" insmod $M/nvrs.ko emulated=1 peer_device=0x123411e8
+check "insmod consumer" insmod $M/nvrs_consumer.ko
+cat /sys/kernel/debug/nvrs/bench_pmm >/tmp/pmm.txt
+check "PMM benchmark ran" grep -q "^bench: uniform_64k_1G" /tmp/pmm.txt
+cat /tmp/pmm.txt
+
+# line NAME NVRS_NS ANCHOR_NS: one bench line for a p2p measurement.
+line() {
+	awk -v t="$1" -v n="$2" -v a="$3" 'BEGIN {
+		printf "bench: %s nvrs=%.1fns anchor=%.1fns ratio=%.2f largest_free_nvrs=- largest_free_anchor=-\n",
+		       t, n, a, (n > 0 ? a / n : 0) }'
+}
+
+# get_pages + put_pages vs pin_user_pages + unpin of system memory, same size.
+for spec in "64K 0x10000 2000" "2M 0x200000 200" "1G 0x40000000 3"; do
+	set -- $spec
+	nvrs-tool alloc A 0 1G \; anon U $1 \; ctl benchpin @A $2 $3 \; \
+		ctl benchgup @U $2 $3 >/tmp/b.txt 2>&1
+	n=$(sed -n 's/^benchpin len [0-9]* ns_per_op //p' /tmp/b.txt)
+	a=$(sed -n 's/^benchgup len [0-9]* ns_per_op //p' /tmp/b.txt)
+	check "p2p pin $1 measured" test -n "$n" -a -n "$a"
+	line "p2p_get_put_pages_$1" "$n" "$a"
+done
+
+# dma_map_pages of 1 GiB (coalesced runs) vs one dma_map_resource per 64 KiB.
+nvrs-tool alloc A 0 1G \; ctl pin 0 @A 0x40000000 \; ctl benchmap 0 2 \; ctl put 0 >/tmp/b.txt 2>&1
+n=$(sed -n 's/^benchmap len [0-9]* nvrs_ns \([0-9]*\) .*/\1/p' /tmp/b.txt)
+a=$(sed -n 's/^benchmap len [0-9]* nvrs_ns [0-9]* anchor_ns \([0-9]*\)/\1/p' /tmp/b.txt)
+check "dma map 1G measured" test -n "$n" -a -n "$a"
+line "p2p_dma_map_1G_iommu" "$n" "$a"
+check "rmmod consumer" rmmod nvrs_consumer
+check "rmmod nvrs" rmmod nvrs
+done_testing
