@@ -232,7 +232,7 @@ impl P2pPin {
             if let Err(e) = r {
                 if add {
                     // Undo the pins taken so far.
-                    for q in self.alloc.pieces_in(self.offset, self.len).take(done) {
+                    for q in self.alloc.pieces_in(self.offset, self.len).iter().take(done) {
                         let _ = pmm.p2p_unpin(q.id);
                     }
                 }

@@ -24,6 +24,7 @@
 //! Lock order: [`VASPACES`] → [`VaSpace::inner`] → [`Allocation::state`] → the P2P pin registry
 //! → the memory manager. Free callbacks run with none of them held.
 
+pub(crate) mod layout;
 pub(crate) mod range;
 
 use kernel::{
@@ -56,6 +57,7 @@ use crate::{
     },
 };
 
+use layout::Layout;
 use range::{
     Span,
     VaAllocator, //
@@ -66,10 +68,8 @@ use range::{
 pub(crate) struct Piece {
     /// The memory-manager chunk (for a contiguous run, its first root).
     pub(crate) id: ChunkId,
-    /// Framebuffer offset of the piece.
+    /// Framebuffer offset of the piece (its length follows from the [`Layout`]).
     pub(crate) fb_offset: u64,
-    /// Bytes.
-    pub(crate) len: u64,
 }
 
 /// The physical backing of an allocation: chunks of one GPU's memory manager, in VA order.
@@ -81,6 +81,8 @@ pub(crate) struct Backing {
     pub(crate) mem: Arc<FbMemory>,
     /// The chunks.
     pub(crate) pieces: KVVec<Piece>,
+    /// Their shape.
+    pub(crate) layout: Layout,
 }
 
 impl Drop for Backing {
@@ -129,25 +131,18 @@ pub(crate) struct Allocation {
 impl Allocation {
     /// The framebuffer offset backing the allocation-relative offset `off`.
     pub(crate) fn fb_offset_at(&self, off: u64) -> Option<u64> {
-        let mut base = 0u64;
-        for p in self.backing.pieces.iter() {
-            if off < base + p.len {
-                return Some(p.fb_offset + (off - base));
-            }
-            base += p.len;
-        }
-        None
+        let (i, within) = self.backing.layout.locate(off)?;
+        let p = self.backing.pieces.get(usize::try_from(i).ok()?)?;
+        Some(p.fb_offset + within)
     }
 
     /// The pieces that back `[off, off + len)` of the allocation.
-    pub(crate) fn pieces_in(&self, off: u64, len: u64) -> impl Iterator<Item = &Piece> + '_ {
-        let end = off.saturating_add(len);
-        let mut base = 0u64;
-        self.backing.pieces.iter().filter(move |p| {
-            let (s, e) = (base, base + p.len);
-            base = e;
-            s < end && off < e
-        })
+    pub(crate) fn pieces_in(&self, off: u64, len: u64) -> &[Piece] {
+        let r = self.backing.layout.pieces_in(off, len);
+        let (Ok(s), Ok(e)) = (usize::try_from(r.start), usize::try_from(r.end)) else {
+            return &[];
+        };
+        self.backing.pieces.get(s..e).unwrap_or(&[])
     }
 
     /// Releases the allocation: revokes non-persistent pins (their callbacks run here, with no
@@ -189,20 +184,25 @@ impl Allocation {
 /// Allocates `size` bytes on `gpu`: 2 MiB chunks for the bulk and 64 KiB chunks for the rest,
 /// or, with `contiguous`, one run of adjacent roots.
 fn alloc_backing(mem: &Arc<FbMemory>, size: u64, contiguous: bool, zero: bool) -> Result<Backing> {
-    // Reserve first so that recording a chunk never fails once it is allocated.
-    let count = if contiguous {
-        1
+    let layout = if contiguous {
+        Layout { bulk: 1, bulk_len: size, tail: 0 }
     } else {
-        size / ROOT_CHUNK_SIZE + (size % ROOT_CHUNK_SIZE) / P2P_PAGE_SIZE
+        Layout {
+            bulk: size / ROOT_CHUNK_SIZE,
+            bulk_len: ROOT_CHUNK_SIZE,
+            tail: (size % ROOT_CHUNK_SIZE) / P2P_PAGE_SIZE,
+        }
     };
-    let mut backing = Backing { mem: mem.clone(), pieces: KVVec::with_capacity(usize::try_from(count)?, GFP_KERNEL)? };
+    // Reserve first so that recording a chunk never fails once it is allocated.
+    let count = usize::try_from(layout.pieces())?;
+    let mut backing = Backing { mem: mem.clone(), pieces: KVVec::with_capacity(count, GFP_KERNEL)?, layout };
     let mut pmm = mem.pmm.lock();
     if contiguous {
         let id = pmm.alloc_contiguous(size, MemType::User).map_err(fb::errno)?;
         let piece = pmm
             .unpin_allocated(id)
             .and_then(|()| pmm.addr(id))
-            .map(|fb_offset| Piece { id, fb_offset, len: size });
+            .map(|fb_offset| Piece { id, fb_offset });
         return match piece {
             Ok(p) => {
                 backing.pieces.push(p, GFP_KERNEL)?;
@@ -228,13 +228,11 @@ fn alloc_backing(mem: &Arc<FbMemory>, size: u64, contiguous: bool, zero: bool) -
         }
         return Err(fb::errno(e));
     }
-    let n_bulk = bulk.len();
-    for (i, id) in ids.iter().enumerate() {
-        let len = if i < n_bulk { ROOT_CHUNK_SIZE } else { P2P_PAGE_SIZE };
+    for id in ids.iter() {
         let piece = pmm
             .unpin_allocated(*id)
             .and_then(|()| pmm.addr(*id))
-            .map(|fb_offset| Piece { id: *id, fb_offset, len });
+            .map(|fb_offset| Piece { id: *id, fb_offset });
         match piece.map(|p| backing.pieces.push_within_capacity(p)) {
             Ok(Ok(())) => {}
             _ => {

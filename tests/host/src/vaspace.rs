@@ -4,3 +4,5 @@
 
 #[path = "../../../src/vaspace/range.rs"]
 pub(crate) mod range;
+#[path = "../../../src/vaspace/layout.rs"]
+pub(crate) mod layout;

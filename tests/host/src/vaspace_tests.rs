@@ -46,3 +46,26 @@ fn va_allocator_never_reuses_and_aligns() {
     // The failed requests consumed nothing.
     assert_eq!(va.alloc(K64).unwrap().start(), VA_BASE + 6 * M2);
 }
+
+#[test]
+fn layout_locates_in_constant_time() {
+    use crate::vaspace::layout::Layout;
+    // 1 GiB + 192 KiB: 512 roots and three 64 KiB pieces.
+    let l = Layout { bulk: 512, bulk_len: M2, tail: 3 };
+    assert_eq!(l.len(), (1 << 30) + 3 * K64);
+    assert_eq!(l.pieces(), 515);
+    assert_eq!(l.locate(0), Some((0, 0)));
+    assert_eq!(l.locate(M2 + 5), Some((1, 5)));
+    assert_eq!(l.locate(1 << 30), Some((512, 0)));
+    assert_eq!(l.locate((1 << 30) + 2 * K64 + 7), Some((514, 7)));
+    assert_eq!(l.locate(l.len()), None);
+    assert_eq!(l.pieces_in(M2 - K64, 2 * K64), 0..2);
+    assert_eq!(l.pieces_in(0, 0), 0..0);
+    assert_eq!(l.pieces_in(l.len() - K64, K64), 514..515);
+    assert_eq!(l.pieces_in(l.len() - K64, 2 * K64), 0..0, "runs past the end");
+    assert_eq!(l.pieces_in(u64::MAX, 2), 0..0, "overflow");
+    // A contiguous run is one piece.
+    let c = Layout { bulk: 1, bulk_len: 8 * M2, tail: 0 };
+    assert_eq!(c.locate(8 * M2 - 1), Some((0, 8 * M2 - 1)));
+    assert_eq!(c.pieces_in(M2, 4 * M2), 0..1);
+}
