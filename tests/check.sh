@@ -9,7 +9,8 @@
 #   4. VM, PCIe-switch topology: KUnit suites + scenarios, with two
 #      ivshmem devices nvrs must refuse;
 #   5. VM, root-bus topology (devices across the host bridge), the two GPUs
-#      declaring an NVLink pair.
+#      declaring an NVLink pair;
+#   6. VM, PCIe switch without an IOMMU: the p2p scenario on bus addresses.
 #
 # Each step adds to the totals; the last line is "N passed, N failed" and the
 # exit status is non-zero if anything failed or did not run.
@@ -114,5 +115,6 @@ KUNIT=(--expect-suite nvrs_ident --expect-suite nvrs_emu_identity --expect-suite
 vm switch --topology switch --bad-gpus --scenario probe --scenario topology --scenario p2p \
 	"${KUNIT[@]}"
 vm rootbus-nvlink --topology root --nvlink --scenario probe --scenario topology "${KUNIT[@]}"
+vm switch-noiommu --topology switch --iommu off --scenario probe --scenario p2p "${KUNIT[@]}"
 
 finish

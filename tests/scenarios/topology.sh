@@ -41,6 +41,13 @@ fi
 if [ "$NVRS_NVLINK" = 1 ]; then
 	check "GPU0 -> GPU1 over NVLink allowed" sh -c "grep 'GPU0 -> GPU1' $T | grep -q 'NV4, NVLink.*allowed'"
 fi
+
+# The gate in action: nvidia_p2p_dma_map_pages() for edu.
+check "insmod consumer" insmod $M/nvrs_consumer.ko
+if [ "$pcie" = PIX ]; then want=""; else want="!ENOTSUPP"; fi
+check "dma_map_pages for edu: ${want:-allowed}" nvrs-tool alloc A 0 2M \; ctl pin 0 @A 0x10000 \; \
+	$want ctl map 0 \; ctl put 0 \; free A
+check "rmmod consumer" rmmod nvrs_consumer
 check "rmmod nvrs" rmmod nvrs
 
 check "insmod with p2p_topology=2 (deny all)" insmod $M/nvrs.ko emulated=1 peer_device=$EDU p2p_topology=2
@@ -48,5 +55,9 @@ check "every path refused" sh -c "! grep -- '->' $T | grep -q allowed"
 check "rmmod nvrs" rmmod nvrs
 check "insmod with p2p_topology=1 (allow all)" insmod $M/nvrs.ko emulated=1 peer_device=$EDU p2p_topology=1
 check "every path allowed" sh -c "! grep -- '->' $T | grep -q refused"
+check "insmod consumer" insmod $M/nvrs_consumer.ko
+check "dma_map_pages for edu allowed by the override" nvrs-tool alloc A 0 2M \; ctl pin 0 @A 0x10000 \; \
+	ctl map 0 \; ctl put 0 \; free A
+check "rmmod consumer" rmmod nvrs_consumer
 check "rmmod nvrs" rmmod nvrs
 done_testing

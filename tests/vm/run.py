@@ -123,13 +123,16 @@ def build_initramfs(workdir, modules, scenarios, cmdline_env, bins=()):
 
 
 def qemu_command(args, kernel, initrd, gpus):
+    iommu = args.iommu == "on"
     cmd = ["qemu-system-x86_64", "-machine", "q35" + (",kernel-irqchip=split" if args.kvm else ""),
            "-accel", "kvm" if args.kvm else "tcg", "-m", str(args.mem), "-smp", "2",
            "-nographic", "-no-reboot", "-nodefaults", "-serial", "stdio",
-           "-device", "intel-iommu,intremap=on,caching-mode=on",
            "-kernel", kernel, "-initrd", initrd,
-           "-append", "console=ttyS0 panic=-1 oops=panic intel_iommu=on iommu.strict=1 "
-                      "loglevel=7 " + args.append]
+           "-append", "console=ttyS0 panic=-1 oops=panic loglevel=7 "
+                      + ("intel_iommu=on iommu.strict=1 " if iommu else "intel_iommu=off ")
+                      + args.append]
+    if iommu:
+        cmd += ["-device", "intel-iommu,intremap=on,caching-mode=on"]
     endpoints = []
     for g in gpus:
         cmd += ["-object", f"memory-backend-file,id=gpumem{g.index},size={g.size},"
@@ -249,6 +252,8 @@ def main():
     ap.add_argument("--bad-gpus", action="store_true",
                     help="add two ivshmem devices nvrs must refuse: bad magic, unknown chip")
     ap.add_argument("--topology", choices=["switch", "root"], default="switch")
+    ap.add_argument("--iommu", choices=["on", "off"], default="on",
+                    help="emulated Intel IOMMU (default on): DMA through IOVAs, or bus addresses")
     ap.add_argument("--expect-suite", action="append", default=[], help="KUnit suite that must run")
     ap.add_argument("--mem", type=int, default=1024, help="guest MiB")
     ap.add_argument("--timeout", type=int, default=300, help="seconds before the VM counts as hung")
@@ -285,6 +290,7 @@ def main():
                             boot42=0x0F0A1000))
         env = {"NVRS_GPUS": str(len(specs)), "NVRS_BAD_GPUS": "1" if args.bad_gpus else "0",
                "NVRS_TOPOLOGY": args.topology, "NVRS_NVLINK": "1" if args.nvlink else "0",
+               "NVRS_IOMMU": args.iommu,
                "NVRS_CHIPS": " ".join(parse_gpu_spec(s)[0] for s in specs)}
         initrd = build_initramfs(workdir, args.module, args.scenario, env, args.bin)
         cmd = qemu_command(args, args.kernel, initrd, gpus)
