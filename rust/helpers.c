@@ -7,6 +7,8 @@
 #include <linux/cpumask.h>
 #include <linux/device.h>
 #include <linux/dma-mapping.h>
+#include <linux/io.h>
+#include <linux/sizes.h>
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/pci.h>
@@ -225,6 +227,32 @@ void *nvrs_pci_dev_get(void *pdev)
 void nvrs_pci_dev_put(void *pdev)
 {
 	pci_dev_put(pdev);
+}
+
+/**
+ * nvrs_zero_mmio() - zero a range of GPU aperture through the CPU
+ * @phys: CPU physical address (page aligned)
+ * @len: bytes (page aligned)
+ *
+ * Maps the range write-combined, 2 MiB at a time, and clears it.
+ *
+ * Return: 0, or -ENOMEM if a window could not be mapped.
+ */
+int nvrs_zero_mmio(u64 phys, u64 len)
+{
+	while (len) {
+		u64 n = min_t(u64, len, SZ_2M);
+		void __iomem *p = ioremap_wc(phys, n);
+
+		if (!p)
+			return -ENOMEM;
+		memset_io(p, 0, n);
+		iounmap(p);
+		phys += n;
+		len -= n;
+		cond_resched();
+	}
+	return 0;
 }
 
 /**

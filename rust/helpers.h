@@ -49,6 +49,7 @@ unsigned long nvrs_vma_pgoff(void *vma);
 void *nvrs_pci_dev_get(void *pdev);
 void nvrs_pci_dev_put(void *pdev);
 int nvrs_current_tgid(void);
+int nvrs_zero_mmio(u64 phys, u64 len);
 bool nvrs_module_get(void);
 void nvrs_module_put(void);
 

@@ -62,6 +62,7 @@ extern "C" {
     fn nvrs_pci_dev_get(pdev: *mut c_void) -> *mut c_void;
     fn nvrs_pci_dev_put(pdev: *mut c_void);
     fn nvrs_current_tgid() -> c_int;
+    fn nvrs_zero_mmio(phys: u64, len: u64) -> c_int;
     fn nvrs_module_get() -> bool;
     fn nvrs_module_put();
 }
@@ -223,6 +224,13 @@ pub(crate) fn vma_offset(vma: &kernel::mm::virt::VmaNew) -> u64 {
     // SAFETY: `vma.as_ptr()` is the valid VMA being set up by the current `mmap` call.
     let pgoff = unsafe { nvrs_vma_pgoff(vma.as_ptr().cast()) };
     u64::try_from(pgoff).unwrap_or(u64::MAX).saturating_mul(u64::from(kernel::page::PAGE_SIZE as u32))
+}
+
+/// Zeroes `[phys, phys + len)` of a GPU aperture through a write-combined CPU mapping.
+pub(crate) fn zero_mmio(phys: u64, len: u64) -> Result {
+    // SAFETY: The helper maps and unmaps the range itself; the caller owns the memory (a freshly
+    // allocated chunk nobody else can reach).
+    kernel::error::to_result(unsafe { nvrs_zero_mmio(phys, len) })
 }
 
 /// The calling process's id (its thread-group id).

@@ -70,6 +70,8 @@ pub(crate) struct Piece {
     pub(crate) id: ChunkId,
     /// Framebuffer offset of the piece (its length follows from the [`Layout`]).
     pub(crate) fb_offset: u64,
+    /// The memory manager knew the piece to be zero when it was allocated.
+    pub(crate) zeroed: bool,
 }
 
 /// The physical backing of an allocation: chunks of one GPU's memory manager, in VA order.
@@ -202,7 +204,7 @@ fn alloc_backing(mem: &Arc<FbMemory>, size: u64, contiguous: bool, zero: bool) -
         let piece = pmm
             .unpin_allocated(id)
             .and_then(|()| pmm.addr(id))
-            .map(|fb_offset| Piece { id, fb_offset });
+            .and_then(|fb_offset| Ok(Piece { id, fb_offset, zeroed: pmm.is_zeroed(id)? }));
         return match piece {
             Ok(p) => {
                 backing.pieces.push(p, GFP_KERNEL)?;
@@ -232,7 +234,7 @@ fn alloc_backing(mem: &Arc<FbMemory>, size: u64, contiguous: bool, zero: bool) -
         let piece = pmm
             .unpin_allocated(*id)
             .and_then(|()| pmm.addr(*id))
-            .map(|fb_offset| Piece { id: *id, fb_offset });
+            .and_then(|fb_offset| Ok(Piece { id: *id, fb_offset, zeroed: pmm.is_zeroed(*id)? }));
         match piece.map(|p| backing.pieces.push_within_capacity(p)) {
             Ok(Ok(())) => {}
             _ => {
@@ -337,6 +339,16 @@ impl VaSpace {
         let mut inner = self.inner.lock();
         let span = inner.va.alloc(size).map_err(|_| ENOMEM)?;
         let backing = alloc_backing(&mem, size, contiguous, zero)?;
+        if zero {
+            // `NVRS_ALLOC_ZERO` promises zero memory: clear what the manager does not know to be.
+            let l = backing.layout;
+            for (i, p) in backing.pieces.iter().enumerate() {
+                if !p.zeroed {
+                    let len = if u64::try_from(i)? < l.bulk { l.bulk_len } else { P2P_PAGE_SIZE };
+                    crate::helpers::zero_mmio(mem.aperture_phys + p.fb_offset, len)?;
+                }
+            }
+        }
         // On failure the initializer, and with it `backing`, is dropped: the chunks go back.
         let a = Arc::pin_init(
             try_pin_init!(Allocation {
