@@ -14,20 +14,65 @@ pub(super) static AD10X: ArchTable = ArchTable {
     arch: Architecture::Ada,
     // Chip ids from nova-core's Chipset list; AD102 = 0x192 (nv-p2p reference §4).
     chipsets: &[
-        Chipset { id: 0x192, name: "AD102", nvlink: None },
-        Chipset { id: 0x193, name: "AD103", nvlink: None },
-        Chipset { id: 0x194, name: "AD104", nvlink: None },
-        Chipset { id: 0x196, name: "AD106", nvlink: None },
-        Chipset { id: 0x197, name: "AD107", nvlink: None },
+        Chipset {
+            id: 0x192,
+            name: "AD102",
+            nvlink: None,
+        },
+        Chipset {
+            id: 0x193,
+            name: "AD103",
+            nvlink: None,
+        },
+        Chipset {
+            id: 0x194,
+            name: "AD104",
+            nvlink: None,
+        },
+        Chipset {
+            id: 0x196,
+            name: "AD106",
+            nvlink: None,
+        },
+        Chipset {
+            id: 0x197,
+            name: "AD107",
+            nvlink: None,
+        },
     ],
     // pci.ids: AD102 0x2680-0x26ff (RTX 4090 0x2684, L40 0x26b5), AD103 0x2700-0x277f,
     // AD104 0x2780-0x27ff, AD106 0x2800-0x287f, AD107 0x2880-0x28ff.
     device_ids: &[
-        DeviceIds { first: 0x2680, last: 0x26ff, chip: 0x192, coherent_c2c: false },
-        DeviceIds { first: 0x2700, last: 0x277f, chip: 0x193, coherent_c2c: false },
-        DeviceIds { first: 0x2780, last: 0x27ff, chip: 0x194, coherent_c2c: false },
-        DeviceIds { first: 0x2800, last: 0x287f, chip: 0x196, coherent_c2c: false },
-        DeviceIds { first: 0x2880, last: 0x28ff, chip: 0x197, coherent_c2c: false },
+        DeviceIds {
+            first: 0x2680,
+            last: 0x26ff,
+            chip: 0x192,
+            coherent_c2c: false,
+        },
+        DeviceIds {
+            first: 0x2700,
+            last: 0x277f,
+            chip: 0x193,
+            coherent_c2c: false,
+        },
+        DeviceIds {
+            first: 0x2780,
+            last: 0x27ff,
+            chip: 0x194,
+            coherent_c2c: false,
+        },
+        DeviceIds {
+            first: 0x2800,
+            last: 0x287f,
+            chip: 0x196,
+            coherent_c2c: false,
+        },
+        DeviceIds {
+            first: 0x2880,
+            last: 0x28ff,
+            chip: 0x197,
+            coherent_c2c: false,
+        },
     ],
     mmu: MmuFormat::Ver2,
     page_sizes: SizeMask::from_sizes(SZ_4K | SZ_64K | SZ_2M | SZ_512M),

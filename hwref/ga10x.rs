@@ -18,28 +18,82 @@ pub(super) static GA10X: ArchTable = ArchTable {
         Chipset {
             id: 0x170,
             name: "GA100",
-            nvlink: Some(NvLink { version: 3, links: 12, link_mbps_per_direction: 25_000 }),
+            nvlink: Some(NvLink {
+                version: 3,
+                links: 12,
+                link_mbps_per_direction: 25_000,
+            }),
         },
         // NVLink 3 on GA102: four x4 links, 14.0625 GB/s per direction each (GA102 whitepaper).
         Chipset {
             id: 0x172,
             name: "GA102",
-            nvlink: Some(NvLink { version: 3, links: 4, link_mbps_per_direction: 14_062 }),
+            nvlink: Some(NvLink {
+                version: 3,
+                links: 4,
+                link_mbps_per_direction: 14_062,
+            }),
         },
-        Chipset { id: 0x173, name: "GA103", nvlink: None },
-        Chipset { id: 0x174, name: "GA104", nvlink: None },
-        Chipset { id: 0x176, name: "GA106", nvlink: None },
-        Chipset { id: 0x177, name: "GA107", nvlink: None },
+        Chipset {
+            id: 0x173,
+            name: "GA103",
+            nvlink: None,
+        },
+        Chipset {
+            id: 0x174,
+            name: "GA104",
+            nvlink: None,
+        },
+        Chipset {
+            id: 0x176,
+            name: "GA106",
+            nvlink: None,
+        },
+        Chipset {
+            id: 0x177,
+            name: "GA107",
+            nvlink: None,
+        },
     ],
     // pci.ids: GA100 0x2080-0x20ff (A100-SXM4-40GB 0x20b0), GA102 0x2200-0x223f (A10 0x2236),
     // GA104 0x2480-0x24ff, GA103 0x2400-0x243f, GA106 0x2500-0x257f, GA107 0x2580-0x25ff.
     device_ids: &[
-        DeviceIds { first: 0x2080, last: 0x20ff, chip: 0x170, coherent_c2c: false },
-        DeviceIds { first: 0x2200, last: 0x223f, chip: 0x172, coherent_c2c: false },
-        DeviceIds { first: 0x2400, last: 0x243f, chip: 0x173, coherent_c2c: false },
-        DeviceIds { first: 0x2480, last: 0x24ff, chip: 0x174, coherent_c2c: false },
-        DeviceIds { first: 0x2500, last: 0x257f, chip: 0x176, coherent_c2c: false },
-        DeviceIds { first: 0x2580, last: 0x25ff, chip: 0x177, coherent_c2c: false },
+        DeviceIds {
+            first: 0x2080,
+            last: 0x20ff,
+            chip: 0x170,
+            coherent_c2c: false,
+        },
+        DeviceIds {
+            first: 0x2200,
+            last: 0x223f,
+            chip: 0x172,
+            coherent_c2c: false,
+        },
+        DeviceIds {
+            first: 0x2400,
+            last: 0x243f,
+            chip: 0x173,
+            coherent_c2c: false,
+        },
+        DeviceIds {
+            first: 0x2480,
+            last: 0x24ff,
+            chip: 0x174,
+            coherent_c2c: false,
+        },
+        DeviceIds {
+            first: 0x2500,
+            last: 0x257f,
+            chip: 0x176,
+            coherent_c2c: false,
+        },
+        DeviceIds {
+            first: 0x2580,
+            last: 0x25ff,
+            chip: 0x177,
+            coherent_c2c: false,
+        },
     ],
     // VER2 (UVM hwref ampere/ga100).
     mmu: MmuFormat::Ver2,

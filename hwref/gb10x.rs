@@ -9,7 +9,11 @@ use super::{
 
 /// NVLink 5: 18 links at 50 GB/s per direction, 1.8 TB/s bidirectional per GPU
 /// (anchors-and-testbed §1c).
-const NVLINK5: NvLink = NvLink { version: 5, links: 18, link_mbps_per_direction: 50_000 };
+const NVLINK5: NvLink = NvLink {
+    version: 5,
+    links: 18,
+    link_mbps_per_direction: 50_000,
+};
 
 /// GB10x.
 pub(super) static GB10X: ArchTable = ArchTable {
@@ -17,14 +21,32 @@ pub(super) static GB10X: ArchTable = ArchTable {
     // PMC_BOOT_42 architecture 0x1a (NV_PMC_BOOT_42_ARCHITECTURE_GB100).
     arch: Architecture::BlackwellGb10x,
     chipsets: &[
-        Chipset { id: 0x1a0, name: "GB100", nvlink: Some(NVLINK5) },
-        Chipset { id: 0x1a2, name: "GB102", nvlink: Some(NVLINK5) },
+        Chipset {
+            id: 0x1a0,
+            name: "GB100",
+            nvlink: Some(NVLINK5),
+        },
+        Chipset {
+            id: 0x1a2,
+            name: "GB102",
+            nvlink: Some(NVLINK5),
+        },
     ],
     device_ids: &[
         // pci.ids: B200 0x2901.
-        DeviceIds { first: 0x2900, last: 0x293f, chip: 0x1a0, coherent_c2c: false },
+        DeviceIds {
+            first: 0x2900,
+            last: 0x293f,
+            chip: 0x1a0,
+            coherent_c2c: false,
+        },
         // Grace-attached GB100 (GB200): coherent, no BAR1 (nv-p2p reference §4).
-        DeviceIds { first: 0x2940, last: 0x297f, chip: 0x1a0, coherent_c2c: true },
+        DeviceIds {
+            first: 0x2940,
+            last: 0x297f,
+            chip: 0x1a0,
+            coherent_c2c: true,
+        },
     ],
     // VER3, as Hopper (UVM hwref blackwell/gb100 reuses the Hopper MMU format).
     mmu: MmuFormat::Ver3,

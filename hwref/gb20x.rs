@@ -14,20 +14,65 @@ pub(super) static GB20X: ArchTable = ArchTable {
     arch: Architecture::BlackwellGb20x,
     // Chip ids from nova-core's Chipset list.
     chipsets: &[
-        Chipset { id: 0x1b2, name: "GB202", nvlink: None },
-        Chipset { id: 0x1b3, name: "GB203", nvlink: None },
-        Chipset { id: 0x1b5, name: "GB205", nvlink: None },
-        Chipset { id: 0x1b6, name: "GB206", nvlink: None },
-        Chipset { id: 0x1b7, name: "GB207", nvlink: None },
+        Chipset {
+            id: 0x1b2,
+            name: "GB202",
+            nvlink: None,
+        },
+        Chipset {
+            id: 0x1b3,
+            name: "GB203",
+            nvlink: None,
+        },
+        Chipset {
+            id: 0x1b5,
+            name: "GB205",
+            nvlink: None,
+        },
+        Chipset {
+            id: 0x1b6,
+            name: "GB206",
+            nvlink: None,
+        },
+        Chipset {
+            id: 0x1b7,
+            name: "GB207",
+            nvlink: None,
+        },
     ],
     // pci.ids: GB202 0x2b80-0x2bff (RTX 5090 0x2b85), GB203 0x2c00-0x2c7f,
     // GB205 0x2f00-0x2f7f, GB206 0x2d00-0x2d7f, GB207 0x2d80-0x2dff.
     device_ids: &[
-        DeviceIds { first: 0x2b80, last: 0x2bff, chip: 0x1b2, coherent_c2c: false },
-        DeviceIds { first: 0x2c00, last: 0x2c7f, chip: 0x1b3, coherent_c2c: false },
-        DeviceIds { first: 0x2d00, last: 0x2d7f, chip: 0x1b6, coherent_c2c: false },
-        DeviceIds { first: 0x2d80, last: 0x2dff, chip: 0x1b7, coherent_c2c: false },
-        DeviceIds { first: 0x2f00, last: 0x2f7f, chip: 0x1b5, coherent_c2c: false },
+        DeviceIds {
+            first: 0x2b80,
+            last: 0x2bff,
+            chip: 0x1b2,
+            coherent_c2c: false,
+        },
+        DeviceIds {
+            first: 0x2c00,
+            last: 0x2c7f,
+            chip: 0x1b3,
+            coherent_c2c: false,
+        },
+        DeviceIds {
+            first: 0x2d00,
+            last: 0x2d7f,
+            chip: 0x1b6,
+            coherent_c2c: false,
+        },
+        DeviceIds {
+            first: 0x2d80,
+            last: 0x2dff,
+            chip: 0x1b7,
+            coherent_c2c: false,
+        },
+        DeviceIds {
+            first: 0x2f00,
+            last: 0x2f7f,
+            chip: 0x1b5,
+            coherent_c2c: false,
+        },
     ],
     mmu: MmuFormat::Ver3,
     page_sizes: SizeMask::from_sizes(SZ_4K | SZ_64K | SZ_2M | SZ_512M | SZ_256G),

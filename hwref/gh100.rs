@@ -18,15 +18,29 @@ pub(super) static GH100: ArchTable = ArchTable {
     chipsets: &[Chipset {
         id: 0x180,
         name: "GH100",
-        nvlink: Some(NvLink { version: 4, links: 18, link_mbps_per_direction: 25_000 }),
+        nvlink: Some(NvLink {
+            version: 4,
+            links: 18,
+            link_mbps_per_direction: 25_000,
+        }),
     }],
     device_ids: &[
         // pci.ids: H800 0x2322/0x2324, H100 SXM5 0x2330, H100 PCIe 0x2331, H200 0x2335
         // (tests/data/h200: 10de:2335).
-        DeviceIds { first: 0x2300, last: 0x233f, chip: 0x180, coherent_c2c: false },
+        DeviceIds {
+            first: 0x2300,
+            last: 0x233f,
+            chip: 0x180,
+            coherent_c2c: false,
+        },
         // Grace-attached GH100 (GH200): coherent over C2C, no BAR1 ("N/A" in nvidia-smi);
         // range from NVIDIA's open kernel modules (nv-p2p reference §4).
-        DeviceIds { first: 0x2340, last: 0x237f, chip: 0x180, coherent_c2c: true },
+        DeviceIds {
+            first: 0x2340,
+            last: 0x237f,
+            chip: 0x180,
+            coherent_c2c: true,
+        },
     ],
     // VER3: 6 levels, 57-bit VA (UVM hwref hopper/gh100 dev_mmu.h).
     mmu: MmuFormat::Ver3,

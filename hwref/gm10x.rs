@@ -15,13 +15,31 @@ pub(super) static GM10X: ArchTable = ArchTable {
     // Chip id = arch << 4 | implementation, implementation = last digit of the chip name
     // (nv-p2p reference §4).
     chipsets: &[
-        Chipset { id: 0x117, name: "GM107", nvlink: None },
-        Chipset { id: 0x118, name: "GM108", nvlink: None },
+        Chipset {
+            id: 0x117,
+            name: "GM107",
+            nvlink: None,
+        },
+        Chipset {
+            id: 0x118,
+            name: "GM108",
+            nvlink: None,
+        },
     ],
     // pci.ids (The PCI ID Repository), vendor 10de: GM107 0x1380-0x13bf, GM108 0x1340-0x137f.
     device_ids: &[
-        DeviceIds { first: 0x1340, last: 0x137f, chip: 0x118, coherent_c2c: false },
-        DeviceIds { first: 0x1380, last: 0x13bf, chip: 0x117, coherent_c2c: false },
+        DeviceIds {
+            first: 0x1340,
+            last: 0x137f,
+            chip: 0x118,
+            coherent_c2c: false,
+        },
+        DeviceIds {
+            first: 0x1380,
+            last: 0x13bf,
+            chip: 0x117,
+            coherent_c2c: false,
+        },
     ],
     // Maxwell MMU format VER1: two levels, 8-byte PDEs with big/small halves
     // (UVM hwref maxwell/gm107 dev_mmu.h, in trees up to 590).

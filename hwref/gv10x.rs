@@ -17,10 +17,19 @@ pub(super) static GV10X: ArchTable = ArchTable {
     chipsets: &[Chipset {
         id: 0x140,
         name: "GV100",
-        nvlink: Some(NvLink { version: 2, links: 6, link_mbps_per_direction: 25_000 }),
+        nvlink: Some(NvLink {
+            version: 2,
+            links: 6,
+            link_mbps_per_direction: 25_000,
+        }),
     }],
     // pci.ids: GV100 0x1d80-0x1dbf (V100-SXM2 0x1db1, V100-PCIE-16GB 0x1db4).
-    device_ids: &[DeviceIds { first: 0x1d80, last: 0x1dbf, chip: 0x140, coherent_c2c: false }],
+    device_ids: &[DeviceIds {
+        first: 0x1d80,
+        last: 0x1dbf,
+        chip: 0x140,
+        coherent_c2c: false,
+    }],
     mmu: MmuFormat::Ver2,
     page_sizes: SizeMask::from_sizes(SZ_4K | SZ_64K | SZ_2M),
     va_bits: 49,

@@ -133,7 +133,9 @@ pub(crate) struct Identity {
 
 fn lookup(arch: u8, chip_id: u16) -> Result<(&'static ArchTable, &'static Chipset), IdentError> {
     let table = table_for_arch(arch).ok_or(IdentError::UnknownArchitecture(arch))?;
-    let chipset = table.chipset(chip_id).ok_or(IdentError::UnknownChipset(chip_id))?;
+    let chipset = table
+        .chipset(chip_id)
+        .ok_or(IdentError::UnknownChipset(chip_id))?;
     Ok((table, chipset))
 }
 
@@ -143,18 +145,34 @@ pub(crate) fn identify(boot0: PmcBoot0, boot42: PmcBoot42) -> Result<Identity, I
         return Err(IdentError::OffTheBus);
     }
     let (arch, chip_id, revision, source) = if boot42.0 != 0 {
-        let rev = Revision { major: boot42.major_revision(), minor: boot42.minor_revision() };
-        (boot42.architecture(), boot42.chip_id(), rev, IdentSource::Boot42)
+        let rev = Revision {
+            major: boot42.major_revision(),
+            minor: boot42.minor_revision(),
+        };
+        (
+            boot42.architecture(),
+            boot42.chip_id(),
+            rev,
+            IdentSource::Boot42,
+        )
     } else if boot0.0 != 0 {
         let arch = boot0.architecture();
         let chip_id = (u16::from(arch) << 4) | u16::from(boot0.implementation());
-        let rev = Revision { major: boot0.major_revision(), minor: boot0.minor_revision() };
+        let rev = Revision {
+            major: boot0.major_revision(),
+            minor: boot0.minor_revision(),
+        };
         (arch, chip_id, rev, IdentSource::Boot0)
     } else {
         return Err(IdentError::NoId);
     };
     let (table, chipset) = lookup(arch, chip_id)?;
-    Ok(Identity { chipset, table, revision: Some(revision), source })
+    Ok(Identity {
+        chipset,
+        table,
+        revision: Some(revision),
+        source,
+    })
 }
 
 /// Identifies a chip from its PCI device id (vendor 0x10de), for when registers cannot be read.
@@ -167,8 +185,12 @@ pub(crate) fn identify_by_device_id(device_id: u16) -> Result<(Identity, bool), 
                 let chipset = table
                     .chipset(range.chip)
                     .ok_or(IdentError::UnknownChipset(range.chip))?;
-                let ident =
-                    Identity { chipset, table, revision: None, source: IdentSource::DeviceId };
+                let ident = Identity {
+                    chipset,
+                    table,
+                    revision: None,
+                    source: IdentSource::DeviceId,
+                };
                 return Ok((ident, range.coherent_c2c));
             }
         }

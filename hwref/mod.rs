@@ -88,7 +88,9 @@ impl SizeMask {
 
     /// Iterates over the sizes, smallest first.
     pub(crate) fn iter(self) -> impl Iterator<Item = u64> {
-        (0..64u32).map(|b| 1u64 << b).filter(move |s| self.0 & s != 0)
+        (0..64u32)
+            .map(|b| 1u64 << b)
+            .filter(move |s| self.0 & s != 0)
     }
 }
 

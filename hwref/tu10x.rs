@@ -18,26 +18,71 @@ pub(super) static TU10X: ArchTable = ArchTable {
         Chipset {
             id: 0x162,
             name: "TU102",
-            nvlink: Some(NvLink { version: 2, links: 2, link_mbps_per_direction: 25_000 }),
+            nvlink: Some(NvLink {
+                version: 2,
+                links: 2,
+                link_mbps_per_direction: 25_000,
+            }),
         },
         // TU104: one link (RTX 2080 / Quadro RTX 5000 NVLink bridge).
         Chipset {
             id: 0x164,
             name: "TU104",
-            nvlink: Some(NvLink { version: 2, links: 1, link_mbps_per_direction: 25_000 }),
+            nvlink: Some(NvLink {
+                version: 2,
+                links: 1,
+                link_mbps_per_direction: 25_000,
+            }),
         },
-        Chipset { id: 0x166, name: "TU106", nvlink: None },
-        Chipset { id: 0x167, name: "TU117", nvlink: None },
-        Chipset { id: 0x168, name: "TU116", nvlink: None },
+        Chipset {
+            id: 0x166,
+            name: "TU106",
+            nvlink: None,
+        },
+        Chipset {
+            id: 0x167,
+            name: "TU117",
+            nvlink: None,
+        },
+        Chipset {
+            id: 0x168,
+            name: "TU116",
+            nvlink: None,
+        },
     ],
     // pci.ids: TU102 0x1e00-0x1e7f, TU104 0x1e80-0x1eff (T4 0x1eb8), TU106 0x1f00-0x1f7f,
     // TU117 0x1f80-0x1fff, TU116 0x2180-0x21ff.
     device_ids: &[
-        DeviceIds { first: 0x1e00, last: 0x1e7f, chip: 0x162, coherent_c2c: false },
-        DeviceIds { first: 0x1e80, last: 0x1eff, chip: 0x164, coherent_c2c: false },
-        DeviceIds { first: 0x1f00, last: 0x1f7f, chip: 0x166, coherent_c2c: false },
-        DeviceIds { first: 0x1f80, last: 0x1fff, chip: 0x167, coherent_c2c: false },
-        DeviceIds { first: 0x2180, last: 0x21ff, chip: 0x168, coherent_c2c: false },
+        DeviceIds {
+            first: 0x1e00,
+            last: 0x1e7f,
+            chip: 0x162,
+            coherent_c2c: false,
+        },
+        DeviceIds {
+            first: 0x1e80,
+            last: 0x1eff,
+            chip: 0x164,
+            coherent_c2c: false,
+        },
+        DeviceIds {
+            first: 0x1f00,
+            last: 0x1f7f,
+            chip: 0x166,
+            coherent_c2c: false,
+        },
+        DeviceIds {
+            first: 0x1f80,
+            last: 0x1fff,
+            chip: 0x167,
+            coherent_c2c: false,
+        },
+        DeviceIds {
+            first: 0x2180,
+            last: 0x21ff,
+            chip: 0x168,
+            coherent_c2c: false,
+        },
     ],
     // VER2 (UVM hwref turing/tu102 dev_mmu.h).
     mmu: MmuFormat::Ver2,

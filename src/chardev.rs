@@ -38,8 +38,7 @@ use kernel::{
 };
 
 use crate::{
-    gpu,
-    helpers,
+    gpu, helpers,
     hwref::P2P_PAGE_SIZE,
     vaspace::{
         range::Span,
@@ -120,11 +119,17 @@ fn copy_str(dst: &mut [u8], src: &str) {
 
 impl NvrsFile {
     fn gpu_info(&self, arg: usize) -> Result<isize> {
-        let (mut r, mut w) = UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<GpuInfoArg>()).reader_writer();
+        let (mut r, mut w) =
+            UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<GpuInfoArg>())
+                .reader_writer();
         let mut a: GpuInfoArg = r.read()?;
         let g = gpu::by_index(a.index).ok_or(ENODEV)?;
         let index = a.index;
-        a = GpuInfoArg { index, chipset: g.ident.chipset.id.into(), ..Default::default() };
+        a = GpuInfoArg {
+            index,
+            chipset: g.ident.chipset.id.into(),
+            ..Default::default()
+        };
         if let Some(mem) = &g.mem {
             a.fb_size = mem.total_bytes();
             a.fb_free = mem.free_bytes();
@@ -137,13 +142,20 @@ impl NvrsFile {
     }
 
     fn alloc(&self, arg: usize) -> Result<isize> {
-        let (mut r, mut w) = UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<AllocArg>()).reader_writer();
+        let (mut r, mut w) =
+            UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<AllocArg>())
+                .reader_writer();
         let mut a: AllocArg = r.read()?;
         if a.flags & !(ALLOC_CONTIGUOUS | ALLOC_ZERO) != 0 || a.va != 0 {
             return Err(EINVAL);
         }
         let g = gpu::by_index(a.gpu).ok_or(ENODEV)?;
-        let span = self.vs.alloc(g, a.size, a.flags & ALLOC_CONTIGUOUS != 0, a.flags & ALLOC_ZERO != 0)?;
+        let span = self.vs.alloc(
+            g,
+            a.size,
+            a.flags & ALLOC_CONTIGUOUS != 0,
+            a.flags & ALLOC_ZERO != 0,
+        )?;
         a.va = span.start();
         if let Err(e) = w.write(&a) {
             // The caller cannot learn the VA: do not leak the memory.
@@ -154,7 +166,9 @@ impl NvrsFile {
     }
 
     fn free(&self, arg: usize) -> Result<isize> {
-        let a: FreeArg = UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<FreeArg>()).reader().read()?;
+        let a: FreeArg = UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<FreeArg>())
+            .reader()
+            .read()?;
         self.vs.free(a.va)?;
         Ok(0)
     }
@@ -177,7 +191,9 @@ impl MiscDevice for NvrsFile {
         match cmd {
             GPU_COUNT => {
                 let n = u32::try_from(gpu::count()).unwrap_or(u32::MAX);
-                UserSlice::new(UserPtr::from_addr(arg), 4).writer().write(&n)?;
+                UserSlice::new(UserPtr::from_addr(arg), 4)
+                    .writer()
+                    .write(&n)?;
                 Ok(0)
             }
             GPU_INFO => me.gpu_info(arg),

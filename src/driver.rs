@@ -28,10 +28,6 @@ use kernel::{
 };
 
 use crate::{
-    fb::{
-        FbDebugfs,
-        FbMemory, //
-    },
     aperture::{
         self,
         NUM_BARS, //
@@ -40,6 +36,10 @@ use crate::{
         self,
         EmuError,
         EmuIdentity, //
+    },
+    fb::{
+        FbDebugfs,
+        FbMemory, //
     },
     gpu::{
         self,
@@ -163,8 +163,13 @@ impl pci::Driver for NvrsDriver {
             let name = CString::try_from(pdev.as_ref().name())?;
             let mem = match probed.backend {
                 Backend::Emulated => Some(
-                    FbMemory::new(probed.ident.table, aperture.phys, probed.fb.offset, probed.fb.size)
-                        .inspect_err(|e| dev_err!(pdev, "cannot set up the memory manager: {e:?}\n"))?,
+                    FbMemory::new(
+                        probed.ident.table,
+                        aperture.phys,
+                        probed.fb.offset,
+                        probed.fb.size,
+                    )
+                    .inspect_err(|e| dev_err!(pdev, "cannot set up the memory manager: {e:?}\n"))?,
                 ),
                 // The usable framebuffer of a real GPU comes from its firmware, which nvrs
                 // does not boot yet: no memory is handed out.
@@ -249,12 +254,18 @@ fn find_aperture(pdev: &pci::Device<Core<'_>>) -> Result<Aperture> {
     let bar = aperture::framebuffer_bar(&aperture::decode_bars(&regs), &lens)
         .ok_or(ENODEV)
         .inspect_err(|_| dev_err!(pdev, "no framebuffer aperture among the BARs\n"))?;
-    Ok(Aperture { bar, phys: pdev.resource_start(bar)?, len: pdev.resource_len(bar)? })
+    Ok(Aperture {
+        bar,
+        phys: pdev.resource_start(bar)?,
+        len: pdev.resource_len(bar)?,
+    })
 }
 
 fn ident_error(pdev: &pci::Device<Core<'_>>, e: IdentError) -> Error {
     match e {
-        IdentError::OffTheBus => dev_err!(pdev, "boot registers read all ones: GPU is off the bus\n"),
+        IdentError::OffTheBus => {
+            dev_err!(pdev, "boot registers read all ones: GPU is off the bus\n")
+        }
         IdentError::NoId => dev_err!(pdev, "boot registers read zero: cannot identify the GPU\n"),
         IdentError::UnknownArchitecture(a) => {
             dev_err!(pdev, "unsupported GPU architecture {a:#x}\n")
@@ -297,7 +308,10 @@ fn probe_hardware<'bound>(
         device_id,
         // TODO: the usable framebuffer size comes from the GPU's firmware once nvrs boots
         // GSP; until then the whole aperture is described and nothing hands it out.
-        fb: FbRange { offset: 0, size: aperture.len },
+        fb: FbRange {
+            offset: 0,
+            size: aperture.len,
+        },
         uuid: [0; 16],
         emu_index: None,
         nvlink: NvLinkPeers::default(),
@@ -307,9 +321,16 @@ fn probe_hardware<'bound>(
 
 fn emu_error(pdev: &pci::Device<Core<'_>>, e: EmuError) -> Error {
     match e {
-        EmuError::BadMagic(m) => dev_err!(pdev, "no emulated-GPU identity block (magic {m:#010x})\n"),
-        EmuError::BadVersion(v) => dev_err!(pdev, "emulated-GPU identity block version {v} unsupported\n"),
-        EmuError::BadSize(s) => dev_err!(pdev, "emulated-GPU identity block too small ({s} bytes)\n"),
+        EmuError::BadMagic(m) => {
+            dev_err!(pdev, "no emulated-GPU identity block (magic {m:#010x})\n")
+        }
+        EmuError::BadVersion(v) => dev_err!(
+            pdev,
+            "emulated-GPU identity block version {v} unsupported\n"
+        ),
+        EmuError::BadSize(s) => {
+            dev_err!(pdev, "emulated-GPU identity block too small ({s} bytes)\n")
+        }
         EmuError::BadFbOffset(o) => dev_err!(pdev, "emulated-GPU fb_offset {o:#x} invalid\n"),
         EmuError::BadFbSize(s) => dev_err!(pdev, "emulated-GPU fb_size {s:#x} exceeds the BAR\n"),
         EmuError::BadIndex(i) => dev_err!(pdev, "emulated-GPU index {i} out of range\n"),
@@ -326,7 +347,11 @@ fn probe_emulated<'bound>(
     aperture: Aperture,
 ) -> Result<(Probed, Regs<'bound>)> {
     if aperture.bar != emu_identity::BAR {
-        dev_err!(pdev, "ivshmem shared memory is not at BAR{}\n", emu_identity::BAR);
+        dev_err!(
+            pdev,
+            "ivshmem shared memory is not at BAR{}\n",
+            emu_identity::BAR
+        );
         return Err(ENODEV);
     }
     let bar = pdev
@@ -344,10 +369,16 @@ fn probe_emulated<'bound>(
         boot0: id.boot0,
         boot42: id.boot42,
         device_id: id.pci_device_id,
-        fb: FbRange { offset: id.fb_offset, size: id.fb_size },
+        fb: FbRange {
+            offset: id.fb_offset,
+            size: id.fb_size,
+        },
         uuid: id.uuid,
         emu_index: Some(id.gpu_index),
-        nvlink: NvLinkPeers { peers: id.nvlink_peers, links_per_peer: id.nvlinks_per_peer },
+        nvlink: NvLinkPeers {
+            peers: id.nvlink_peers,
+            links_per_peer: id.nvlinks_per_peer,
+        },
     };
     Ok((probed, Regs::Emulated { _shmem: bar }))
 }

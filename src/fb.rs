@@ -14,8 +14,7 @@
 use core::fmt;
 
 use kernel::{
-    debugfs,
-    new_mutex,
+    debugfs, new_mutex,
     prelude::*,
     sync::{
         Arc,
@@ -86,7 +85,12 @@ impl FbMemory {
 
 fn render_stats(mem: &Arc<FbMemory>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let s = mem.pmm.lock().stats();
-    writeln!(f, "total_bytes: {} ({})", s.total_bytes, Size(s.total_bytes))?;
+    writeln!(
+        f,
+        "total_bytes: {} ({})",
+        s.total_bytes,
+        Size(s.total_bytes)
+    )?;
     write!(f, "{s}")
 }
 

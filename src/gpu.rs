@@ -14,20 +14,16 @@
 use core::fmt;
 
 use kernel::{
-    debugfs,
+    debugfs, pci,
     prelude::*,
     str::CString,
-    pci,
     sync::{
         aref::ARef,
         Arc, //
     },
 };
 
-use crate::{
-    fb::FbMemory,
-    topology::link::Endpoint,
-};
+use crate::{fb::FbMemory, topology::link::Endpoint};
 
 use crate::hwref::{
     ident::{
@@ -181,7 +177,13 @@ impl GpuInfo {
         }
         writeln!(f, "chip: {}", c.name)?;
         writeln!(f, "chipset: {:#x}", c.id)?;
-        writeln!(f, "architecture: {} ({:#x}, table {})", t.arch.name(), t.arch.code(), t.name)?;
+        writeln!(
+            f,
+            "architecture: {} ({:#x}, table {})",
+            t.arch.name(),
+            t.arch.code(),
+            t.name
+        )?;
         match self.ident.revision {
             Some(r) => writeln!(f, "revision: {r}")?,
             None => writeln!(f, "revision: unknown")?,
@@ -203,7 +205,12 @@ impl GpuInfo {
             self.aperture.phys,
             Size(self.aperture.len)
         )?;
-        writeln!(f, "fb: offset {:#x}, {}", self.fb.offset, Size(self.fb.size))?;
+        writeln!(
+            f,
+            "fb: offset {:#x}, {}",
+            self.fb.offset,
+            Size(self.fb.size)
+        )?;
         let mmu = match t.mmu {
             MmuFormat::Ver1 => "VER1",
             MmuFormat::Ver2 => "VER2",
@@ -271,13 +278,19 @@ impl Drop for RegistryGuard {
 
 /// Creates the debugfs directory for a GPU, `nvrs/<pci name>/`.
 pub(crate) fn debugfs_dir(name: &CStr) -> Result<debugfs::Dir> {
-    GPUS.lock().debugfs.as_ref().map(|root| root.subdir(name)).ok_or(ENOENT)
+    GPUS.lock()
+        .debugfs
+        .as_ref()
+        .map(|root| root.subdir(name))
+        .ok_or(ENOENT)
 }
 
 /// The smallest GPU index no bound GPU uses.
 pub(crate) fn free_index() -> u32 {
     let reg = GPUS.lock();
-    (0u32..).find(|i| reg.gpus.iter().all(|g| g.index != *i)).unwrap_or(u32::MAX)
+    (0u32..)
+        .find(|i| reg.gpus.iter().all(|g| g.index != *i))
+        .unwrap_or(u32::MAX)
 }
 
 /// A GPU's entry in the registry; dropping it removes the GPU, after releasing every

@@ -72,7 +72,10 @@ extern "C" {
 fn raw_pci_dev<Ctx: kernel::device::DeviceContext>(pdev: &pci::Device<Ctx>) -> *mut c_void {
     // `pci::Device` is a `#[repr(transparent)]` wrapper of `Opaque<bindings::pci_dev>`, which is
     // itself transparent over the C structure, so the reference is a pointer to the C object.
-    core::ptr::from_ref(pdev).cast::<bindings::pci_dev>().cast_mut().cast()
+    core::ptr::from_ref(pdev)
+        .cast::<bindings::pci_dev>()
+        .cast_mut()
+        .cast()
 }
 
 impl RawEndpoint {
@@ -84,7 +87,10 @@ impl RawEndpoint {
     /// Converts to the topology module's description.
     pub(crate) fn endpoint(&self) -> Result<Endpoint> {
         let n = usize::try_from(self.n_hops)?;
-        let mut hops = [Hop { id: 0, kind: PortKind::Bridge }; MAX_HOPS];
+        let mut hops = [Hop {
+            id: 0,
+            kind: PortKind::Bridge,
+        }; MAX_HOPS];
         for (out, raw) in hops.iter_mut().zip(self.hops.get(..n).ok_or(EINVAL)?) {
             let kind = match raw.kind {
                 0 => PortKind::RootPort,
@@ -94,8 +100,13 @@ impl RawEndpoint {
             };
             *out = Hop { id: raw.id, kind };
         }
-        Endpoint::new(self.id, self.host_bridge, self.numa(), hops.get(..n).ok_or(EINVAL)?)
-            .map_err(|_| E2BIG)
+        Endpoint::new(
+            self.id,
+            self.host_bridge,
+            self.numa(),
+            hops.get(..n).ok_or(EINVAL)?,
+        )
+        .map_err(|_| E2BIG)
     }
 }
 
@@ -223,7 +234,9 @@ pub(crate) fn io_remap_wc(
 pub(crate) fn vma_offset(vma: &kernel::mm::virt::VmaNew) -> u64 {
     // SAFETY: `vma.as_ptr()` is the valid VMA being set up by the current `mmap` call.
     let pgoff = unsafe { nvrs_vma_pgoff(vma.as_ptr().cast()) };
-    u64::try_from(pgoff).unwrap_or(u64::MAX).saturating_mul(u64::from(kernel::page::PAGE_SIZE as u32))
+    u64::try_from(pgoff)
+        .unwrap_or(u64::MAX)
+        .saturating_mul(u64::from(kernel::page::PAGE_SIZE as u32))
 }
 
 /// Zeroes `[phys, phys + len)` of a GPU aperture through a write-combined CPU mapping.

@@ -27,7 +27,8 @@ impl<T> ChunkVec<T> for KVVec<T> {
     }
 
     fn try_reserve(&mut self, additional: usize) -> Result<(), OutOfMemory> {
-        self.reserve(additional, GFP_KERNEL).map_err(|_| OutOfMemory)
+        self.reserve(additional, GFP_KERNEL)
+            .map_err(|_| OutOfMemory)
     }
 
     fn try_push(&mut self, value: T) -> Result<(), OutOfMemory> {

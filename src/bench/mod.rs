@@ -62,7 +62,9 @@ impl BenchAlloc for NvrsAlloc {
 
     fn alloc(&mut self, size: u64) -> Option<ChunkId> {
         let mut id = [ChunkId::default()];
-        self.0.alloc(size, MemType::Kernel, AllocFlags::default(), &mut id).ok()?;
+        self.0
+            .alloc(size, MemType::Kernel, AllocFlags::default(), &mut id)
+            .ok()?;
         Some(id[0])
     }
 
@@ -130,7 +132,9 @@ const POOL: u64 = 256 << 20;
 const OPS: usize = 100_000;
 
 fn nvrs(size: u64) -> Result<NvrsAlloc> {
-    Ok(NvrsAlloc(Pmm::new(0, size, PMM_CHUNKS_DEFAULT).map_err(crate::fb::errno)?))
+    Ok(NvrsAlloc(
+        Pmm::new(0, size, PMM_CHUNKS_DEFAULT).map_err(crate::fb::errno)?,
+    ))
 }
 
 type TraceFn<A> = fn(&mut A, &KernelClock) -> Result<Outcome, crate::pmm::OutOfMemory>;
@@ -144,9 +148,19 @@ fn run_pair(
 ) -> fmt::Result {
     let clock = KernelClock;
     let n = nvrs(size).ok().and_then(|mut a| tn(&mut a, &clock).ok());
-    let b = BuddyAlloc::new(size).ok().and_then(|mut a| tb(&mut a, &clock).ok());
+    let b = BuddyAlloc::new(size)
+        .ok()
+        .and_then(|mut a| tb(&mut a, &clock).ok());
     match (n, b) {
-        (Some(nvrs), Some(anchor)) => write!(f, "{}", Line { trace: name, nvrs, anchor }),
+        (Some(nvrs), Some(anchor)) => write!(
+            f,
+            "{}",
+            Line {
+                trace: name,
+                nvrs,
+                anchor
+            }
+        ),
         _ => writeln!(f, "bench: {name} failed: out of memory"),
     }
 }
@@ -190,9 +204,23 @@ pub(crate) fn render(f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let b = BuddyAlloc::new(1 << 40);
     let tb = clock.now_ns().saturating_sub(t);
     if let (Ok(n), Ok(b)) = (n, b) {
-        let nvrs = Outcome { deci_ns_per_op: tn * 10, largest_free: n.largest_free() };
-        let anchor = Outcome { deci_ns_per_op: tb * 10, largest_free: b.largest_free() };
-        write!(f, "{}", Line { trace: "init_1T", nvrs, anchor })?;
+        let nvrs = Outcome {
+            deci_ns_per_op: tn * 10,
+            largest_free: n.largest_free(),
+        };
+        let anchor = Outcome {
+            deci_ns_per_op: tb * 10,
+            largest_free: b.largest_free(),
+        };
+        write!(
+            f,
+            "{}",
+            Line {
+                trace: "init_1T",
+                nvrs,
+                anchor
+            }
+        )?;
     }
     Ok(())
 }

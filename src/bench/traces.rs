@@ -211,7 +211,8 @@ pub(crate) struct Line<'a> {
 
 impl core::fmt::Display for Line<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let ratio = self.anchor.deci_ns_per_op.saturating_mul(100) / self.nvrs.deci_ns_per_op.max(1);
+        let ratio =
+            self.anchor.deci_ns_per_op.saturating_mul(100) / self.nvrs.deci_ns_per_op.max(1);
         writeln!(
             f,
             "bench: {} nvrs={}ns anchor={}ns ratio={}.{:02} largest_free_nvrs={} largest_free_anchor={}",

@@ -42,7 +42,10 @@ mod tests {
     fn bad_blocks() {
         let mut b = block(2 * MIB, 254 * MIB);
         b[0] ^= 1;
-        assert!(matches!(EmuIdentity::parse(&b, 256 * MIB), Err(EmuError::BadMagic(_))));
+        assert!(matches!(
+            EmuIdentity::parse(&b, 256 * MIB),
+            Err(EmuError::BadMagic(_))
+        ));
         assert_eq!(
             EmuIdentity::parse(&block(MIB, 2 * MIB), 256 * MIB).err(),
             Some(EmuError::BadFbOffset(MIB))

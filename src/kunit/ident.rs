@@ -10,15 +10,8 @@ mod tests {
 
     use crate::hwref::{
         ident::{
-            boot0_for,
-            boot42_for,
-            identify,
-            identify_by_device_id,
-            IdentError,
-            IdentSource,
-            PmcBoot0,
-            PmcBoot42,
-            Revision,
+            boot0_for, boot42_for, identify, identify_by_device_id, IdentError, IdentSource,
+            PmcBoot0, PmcBoot42, Revision,
         },
         Architecture,
         P2P_PAGE_SIZE,
@@ -27,7 +20,10 @@ mod tests {
         TABLES, //
     };
 
-    const A1: Revision = Revision { major: 0xa, minor: 1 };
+    const A1: Revision = Revision {
+        major: 0xa,
+        minor: 1,
+    };
 
     #[test]
     fn gh100_from_boot42() -> Result {
@@ -37,7 +33,10 @@ mod tests {
         assert_eq!(id.source, IdentSource::Boot42);
         assert_eq!(id.revision, Some(A1));
         let b42 = PmcBoot42(0x180a_1000);
-        assert_eq!((b42.architecture(), b42.implementation(), b42.chip_id()), (0x18, 0, 0x180));
+        assert_eq!(
+            (b42.architecture(), b42.implementation(), b42.chip_id()),
+            (0x18, 0, 0x180)
+        );
         Ok(())
     }
 
@@ -48,16 +47,27 @@ mod tests {
                 let by42 = identify(PmcBoot0(0x1), boot42_for(c.id, A1));
                 assert!(matches!(by42, Ok(i) if i.chipset.id == c.id));
                 let by0 = identify(boot0_for(c.id, A1), PmcBoot42(0));
-                assert!(matches!(by0, Ok(i) if i.chipset.id == c.id && i.source == IdentSource::Boot0));
+                assert!(
+                    matches!(by0, Ok(i) if i.chipset.id == c.id && i.source == IdentSource::Boot0)
+                );
             }
         }
     }
 
     #[test]
     fn malformed_registers_are_refused() {
-        assert_eq!(identify(PmcBoot0(u32::MAX), PmcBoot42(0x1800_0000)).err(), Some(IdentError::OffTheBus));
-        assert_eq!(identify(PmcBoot0(0), PmcBoot42(u32::MAX)).err(), Some(IdentError::OffTheBus));
-        assert_eq!(identify(PmcBoot0(0), PmcBoot42(0)).err(), Some(IdentError::NoId));
+        assert_eq!(
+            identify(PmcBoot0(u32::MAX), PmcBoot42(0x1800_0000)).err(),
+            Some(IdentError::OffTheBus)
+        );
+        assert_eq!(
+            identify(PmcBoot0(0), PmcBoot42(u32::MAX)).err(),
+            Some(IdentError::OffTheBus)
+        );
+        assert_eq!(
+            identify(PmcBoot0(0), PmcBoot42(0)).err(),
+            Some(IdentError::NoId)
+        );
         // Kepler (0x0e... in BOOT_42 terms 0x10) is older than any table.
         assert_eq!(
             identify(PmcBoot0(0), boot42_for(0x0f0, A1)).err(),
@@ -76,7 +86,10 @@ mod tests {
         assert!(!coherent);
         let (_, gh200) = identify_by_device_id(0x2342).map_err(|_| EINVAL)?;
         assert!(gh200);
-        assert_eq!(identify_by_device_id(0x0001).err(), Some(IdentError::UnknownDeviceId(1)));
+        assert_eq!(
+            identify_by_device_id(0x0001).err(),
+            Some(IdentError::UnknownDeviceId(1))
+        );
         Ok(())
     }
 

@@ -43,18 +43,31 @@ mod tests {
             let pmm = mem.pmm.lock();
             assert!(pmm.check().is_ok());
             assert_eq!(pmm.base(), g.fb.offset);
-            assert_eq!(u64::try_from(pmm.root_count())? * ROOT_CHUNK_SIZE, g.fb.size);
+            assert_eq!(
+                u64::try_from(pmm.root_count())? * ROOT_CHUNK_SIZE,
+                g.fb.size
+            );
             let s = pmm.stats();
-            assert_eq!(s.free_bytes + s.allocated_bytes + s.temp_pinned_bytes, s.total_bytes);
+            assert_eq!(
+                s.free_bytes + s.allocated_bytes + s.temp_pinned_bytes,
+                s.total_bytes
+            );
         }
         Ok(())
     }
 
     #[test]
     fn split_lookup_merge() -> Result {
-        let mut pmm = Pmm::<KernelStorage>::new(0, 8 * ROOT_CHUNK_SIZE, PMM_CHUNKS_DEFAULT).map_err(err)?;
+        let mut pmm =
+            Pmm::<KernelStorage>::new(0, 8 * ROOT_CHUNK_SIZE, PMM_CHUNKS_DEFAULT).map_err(err)?;
         let mut ids = [ChunkId::default(); 1];
-        pmm.alloc(ROOT_CHUNK_SIZE, MemType::Kernel, AllocFlags::default(), &mut ids).map_err(err)?;
+        pmm.alloc(
+            ROOT_CHUNK_SIZE,
+            MemType::Kernel,
+            AllocFlags::default(),
+            &mut ids,
+        )
+        .map_err(err)?;
         let root = ids[0];
         assert_eq!(pmm.state(root).map_err(err)?, State::Allocated);
         let first = pmm.split(root).map_err(err)?;
@@ -69,7 +82,10 @@ mod tests {
         assert!(pmm.check().is_ok());
         pmm.merge(root).map_err(err)?;
         assert_eq!(pmm.state(root).map_err(err)?, State::Allocated);
-        assert_eq!(pmm.free(root, Zero::Zeroed).map_err(err)?, FreeOutcome::Freed);
+        assert_eq!(
+            pmm.free(root, Zero::Zeroed).map_err(err)?,
+            FreeOutcome::Freed
+        );
         assert!(pmm.check().is_ok());
         assert_eq!(pmm.stats().free_bytes, 8 * ROOT_CHUNK_SIZE);
         Ok(())
@@ -77,34 +93,61 @@ mod tests {
 
     #[test]
     fn pins_block_free_and_split() -> Result {
-        let mut pmm = Pmm::<KernelStorage>::new(0, 2 * ROOT_CHUNK_SIZE, PMM_CHUNKS_DEFAULT).map_err(err)?;
+        let mut pmm =
+            Pmm::<KernelStorage>::new(0, 2 * ROOT_CHUNK_SIZE, PMM_CHUNKS_DEFAULT).map_err(err)?;
         let mut ids = [ChunkId::default(); 2];
-        pmm.alloc(SZ_4K, MemType::Kernel, AllocFlags::default(), &mut ids).map_err(err)?;
+        pmm.alloc(SZ_4K, MemType::Kernel, AllocFlags::default(), &mut ids)
+            .map_err(err)?;
         assert_eq!(pmm.p2p_pin(ids[0]).map_err(err)?, 1);
-        assert_eq!(pmm.free(ids[0], Zero::Dirty).map_err(err)?, FreeOutcome::Revoke { pins: 1 });
+        assert_eq!(
+            pmm.free(ids[0], Zero::Dirty).map_err(err)?,
+            FreeOutcome::Revoke { pins: 1 }
+        );
         assert_eq!(pmm.p2p_pin(ids[0]).err(), Some(PmmError::Revoking));
         assert_eq!(pmm.p2p_unpin(ids[0]).map_err(err)?, 0);
-        assert_eq!(pmm.free(ids[0], Zero::Dirty).map_err(err)?, FreeOutcome::Freed);
-        assert_eq!(pmm.free(ids[1], Zero::Dirty).map_err(err)?, FreeOutcome::Freed);
+        assert_eq!(
+            pmm.free(ids[0], Zero::Dirty).map_err(err)?,
+            FreeOutcome::Freed
+        );
+        assert_eq!(
+            pmm.free(ids[1], Zero::Dirty).map_err(err)?,
+            FreeOutcome::Freed
+        );
         let mut big = [ChunkId::default(); 1];
-        pmm.alloc(ROOT_CHUNK_SIZE, MemType::Kernel, AllocFlags::default(), &mut big).map_err(err)?;
+        pmm.alloc(
+            ROOT_CHUNK_SIZE,
+            MemType::Kernel,
+            AllocFlags::default(),
+            &mut big,
+        )
+        .map_err(err)?;
         pmm.p2p_pin(big[0]).map_err(err)?;
         assert_eq!(pmm.split(big[0]).err(), Some(PmmError::Pinned));
         pmm.p2p_unpin(big[0]).map_err(err)?;
-        assert_eq!(pmm.free(big[0], Zero::Dirty).map_err(err)?, FreeOutcome::Freed);
+        assert_eq!(
+            pmm.free(big[0], Zero::Dirty).map_err(err)?,
+            FreeOutcome::Freed
+        );
         assert!(pmm.check().is_ok());
         Ok(())
     }
 
     #[test]
     fn exact_offsets() -> Result {
-        let mut pmm = Pmm::<KernelStorage>::new(0, 4 * ROOT_CHUNK_SIZE, PMM_CHUNKS_DEFAULT).map_err(err)?;
+        let mut pmm =
+            Pmm::<KernelStorage>::new(0, 4 * ROOT_CHUNK_SIZE, PMM_CHUNKS_DEFAULT).map_err(err)?;
         let at = ROOT_CHUNK_SIZE + 3 * SZ_64K;
         let id = pmm.alloc_at(at, SZ_64K, MemType::Kernel).map_err(err)?;
         assert_eq!(pmm.addr(id).map_err(err)?, at);
         // The same place again is taken; a misaligned one is refused.
-        assert_eq!(pmm.alloc_at(at, SZ_64K, MemType::Kernel).err(), Some(PmmError::NoSpace));
-        assert_eq!(pmm.alloc_at(at + SZ_4K, SZ_64K, MemType::Kernel).err(), Some(PmmError::Misaligned));
+        assert_eq!(
+            pmm.alloc_at(at, SZ_64K, MemType::Kernel).err(),
+            Some(PmmError::NoSpace)
+        );
+        assert_eq!(
+            pmm.alloc_at(at + SZ_4K, SZ_64K, MemType::Kernel).err(),
+            Some(PmmError::Misaligned)
+        );
         assert_eq!(pmm.free(id, Zero::Dirty).map_err(err)?, FreeOutcome::Freed);
         assert_eq!(pmm.largest_free(), 4 * ROOT_CHUNK_SIZE);
         assert!(pmm.check().is_ok());
@@ -133,7 +176,10 @@ mod tests {
         }
         // The nine arrows of the table in src/pmm/chunk.rs.
         assert_eq!(legal, 9);
-        assert_eq!(transition(State::IsSplit, Event::MergeAllocated).ok(), Some(State::Allocated));
+        assert_eq!(
+            transition(State::IsSplit, Event::MergeAllocated).ok(),
+            Some(State::Allocated)
+        );
         assert!(transition(State::TempPinned, Event::Split).is_err());
     }
 }

@@ -32,12 +32,33 @@ mod tests {
     fn switch_root_and_nvlink() -> Result {
         let rp = hop(0xe0, PortKind::RootPort);
         let up = hop(0x100, PortKind::SwitchUpstream);
-        let mut a = ep(0x300, 0, Some(0), &[rp, up, hop(0x200, PortKind::SwitchDownstream)])?;
-        let mut b = ep(0x400, 0, Some(0), &[rp, up, hop(0x208, PortKind::SwitchDownstream)])?;
+        let mut a = ep(
+            0x300,
+            0,
+            Some(0),
+            &[rp, up, hop(0x200, PortKind::SwitchDownstream)],
+        )?;
+        let mut b = ep(
+            0x400,
+            0,
+            Some(0),
+            &[rp, up, hop(0x208, PortKind::SwitchDownstream)],
+        )?;
         assert_eq!(classify(&a, &b), Link::Pix);
-        assert_eq!(classify(&ep(0x10, 0, None, &[])?, &ep(0x18, 0, None, &[])?), Link::Phb);
-        a.nvlink = Some(NvLinkEnd { index: 0, peers: 2, links: 4 });
-        b.nvlink = Some(NvLinkEnd { index: 1, peers: 1, links: 4 });
+        assert_eq!(
+            classify(&ep(0x10, 0, None, &[])?, &ep(0x18, 0, None, &[])?),
+            Link::Phb
+        );
+        a.nvlink = Some(NvLinkEnd {
+            index: 0,
+            peers: 2,
+            links: 4,
+        });
+        b.nvlink = Some(NvLinkEnd {
+            index: 1,
+            peers: 1,
+            links: 4,
+        });
         assert_eq!(classify(&a, &b), Link::NvLink(4));
         Ok(())
     }

@@ -83,7 +83,14 @@ pub(crate) extern "C" fn nvidia_p2p_get_pages(
     free_callback: abi::FreeCallback,
     data: *mut c_void,
 ) -> c_int {
-    ret(get_pages(virtual_address, length, page_table, false, free_callback, data))
+    ret(get_pages(
+        virtual_address,
+        length,
+        page_table,
+        false,
+        free_callback,
+        data,
+    ))
 }
 
 /// `nvidia_p2p_get_pages_persistent()`: a pin that no free revokes.
@@ -98,7 +105,14 @@ pub(crate) extern "C" fn nvidia_p2p_get_pages_persistent(
     if flags & !abi::FLAGS_FORCE_BAR1_MAPPING != 0 {
         return EINVAL.to_errno();
     }
-    ret(get_pages(virtual_address, length, page_table, true, None, core::ptr::null_mut()))
+    ret(get_pages(
+        virtual_address,
+        length,
+        page_table,
+        true,
+        None,
+        core::ptr::null_mut(),
+    ))
 }
 
 /// Ends the pin named by `(current process, va, table)` after checking it is of the expected
@@ -153,7 +167,11 @@ pub(crate) extern "C" fn nvidia_p2p_put_pages_persistent(
     ret(put(virtual_address, page_table, true))
 }
 
-fn dma_map(peer: *mut abi::PciDev, table: *mut abi::PageTable, out: *mut *mut abi::DmaMapping) -> Result {
+fn dma_map(
+    peer: *mut abi::PciDev,
+    table: *mut abi::PageTable,
+    out: *mut *mut abi::DmaMapping,
+) -> Result {
     if peer.is_null() || table.is_null() || out.is_null() {
         return Err(EINVAL);
     }
@@ -191,7 +209,11 @@ pub(crate) extern "C" fn nvidia_p2p_dma_map_pages(
     ret(dma_map(peer, page_table, dma_mapping))
 }
 
-fn dma_unmap(peer: *mut abi::PciDev, table: *mut abi::PageTable, mapping: *mut abi::DmaMapping) -> Result {
+fn dma_unmap(
+    peer: *mut abi::PciDev,
+    table: *mut abi::PageTable,
+    mapping: *mut abi::DmaMapping,
+) -> Result {
     if peer.is_null() || table.is_null() || mapping.is_null() {
         return Err(EINVAL);
     }

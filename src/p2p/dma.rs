@@ -123,7 +123,12 @@ impl DmaMapping {
             GFP_KERNEL,
         );
         match mapping {
-            Ok(mapping) => Ok(Self { mapping, _addrs: addrs, runs: this_runs, peer }),
+            Ok(mapping) => Ok(Self {
+                mapping,
+                _addrs: addrs,
+                runs: this_runs,
+                peer,
+            }),
             Err(e) => {
                 unwind(&this_runs);
                 Err(e.into())

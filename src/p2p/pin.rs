@@ -140,7 +140,11 @@ pub(crate) fn render(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
             p.va,
             p.len,
             p.table.entries(),
-            if p.persistent { "persistent" } else { "callback" },
+            if p.persistent {
+                "persistent"
+            } else {
+                "callback"
+            },
             p.alloc.tgid,
             p.state(),
             maps.len(),
@@ -206,7 +210,9 @@ impl P2pPin {
         };
         let res = at.and_then(|at| {
             reg.pins.reserve(1, GFP_KERNEL)?;
-            reg.pins.insert_within_capacity(at, (key, pin.clone())).map_err(|_| ENOMEM)
+            reg.pins
+                .insert_within_capacity(at, (key, pin.clone()))
+                .map_err(|_| ENOMEM)
         });
         drop(reg);
         if let Err(e) = res {
@@ -228,11 +234,20 @@ impl P2pPin {
         let mut pmm = self.alloc.backing.mem.pmm.lock();
         let mut done = 0usize;
         for p in self.alloc.pieces_in(self.offset, self.len) {
-            let r = if add { pmm.p2p_pin(p.id) } else { pmm.p2p_unpin(p.id) };
+            let r = if add {
+                pmm.p2p_pin(p.id)
+            } else {
+                pmm.p2p_unpin(p.id)
+            };
             if let Err(e) = r {
                 if add {
                     // Undo the pins taken so far.
-                    for q in self.alloc.pieces_in(self.offset, self.len).iter().take(done) {
+                    for q in self
+                        .alloc
+                        .pieces_in(self.offset, self.len)
+                        .iter()
+                        .take(done)
+                    {
                         let _ = pmm.p2p_unpin(q.id);
                     }
                 }
@@ -295,7 +310,8 @@ impl P2pPin {
             self.done.wait_for_completion();
             return;
         }
-        self.revoker.store(kernel::task::Task::current_raw() as usize, Relaxed);
+        self.revoker
+            .store(kernel::task::Task::current_raw() as usize, Relaxed);
         if let Some(cb) = self.callback {
             // SAFETY: The consumer registered `cb` with `data` in `nvidia_p2p_get_pages` and
             // promised they stay valid until the pin ends; it has not ended (we own the

@@ -39,7 +39,12 @@ impl TableMemory {
         let zero = abi::Page {
             physical_address: 0,
             registers: abi::RequestRegisters {
-                fermi: abi::FermiRegisters { wreqmb_h: 0, rreqmb_h: 0, rreqmb_0: 0, reserved: [0; 3] },
+                fermi: abi::FermiRegisters {
+                    wreqmb_h: 0,
+                    rreqmb_h: 0,
+                    rreqmb_0: 0,
+                    reserved: [0; 3],
+                },
             },
         };
         let mut pages = KVVec::with_capacity(n, GFP_KERNEL)?;
@@ -65,7 +70,12 @@ impl TableMemory {
             },
             GFP_KERNEL,
         )?;
-        Ok(Self { table, _ptrs: ptrs, _pages: pages, _uuid: uuid })
+        Ok(Self {
+            table,
+            _ptrs: ptrs,
+            _pages: pages,
+            _uuid: uuid,
+        })
     }
 
     /// The table's address: what the consumer holds, and the pin's key.

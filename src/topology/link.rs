@@ -94,12 +94,22 @@ impl Endpoint {
         if hops.len() > MAX_HOPS {
             return Err(TooDeep);
         }
-        let mut h = [Hop { id: 0, kind: PortKind::Bridge }; MAX_HOPS];
+        let mut h = [Hop {
+            id: 0,
+            kind: PortKind::Bridge,
+        }; MAX_HOPS];
         for (dst, src) in h.iter_mut().zip(hops) {
             *dst = *src;
         }
         let n_hops = u8::try_from(hops.len()).map_err(|_| TooDeep)?;
-        Ok(Self { id, host_bridge, numa, hops: h, n_hops, nvlink: None })
+        Ok(Self {
+            id,
+            host_bridge,
+            numa,
+            hops: h,
+            n_hops,
+            nvlink: None,
+        })
     }
 
     /// The bridges from the root complex down to the endpoint.
@@ -229,17 +239,29 @@ pub(crate) fn classify(a: &Endpoint, b: &Endpoint) -> Link {
         return Link::Itself;
     }
     if let (Some(x), Some(y)) = (a.nvlink, b.nvlink) {
-        let x_to_y = 1u32.checked_shl(u32::from(y.index)).is_some_and(|bit| x.peers & bit != 0);
-        let y_to_x = 1u32.checked_shl(u32::from(x.index)).is_some_and(|bit| y.peers & bit != 0);
+        let x_to_y = 1u32
+            .checked_shl(u32::from(y.index))
+            .is_some_and(|bit| x.peers & bit != 0);
+        let y_to_x = 1u32
+            .checked_shl(u32::from(x.index))
+            .is_some_and(|bit| y.peers & bit != 0);
         if x_to_y && y_to_x && x.links != 0 && y.links != 0 {
             return Link::NvLink(x.links.min(y.links));
         }
     }
     if a.host_bridge != b.host_bridge {
-        return if a.numa == b.numa { Link::Node } else { Link::Sys };
+        return if a.numa == b.numa {
+            Link::Node
+        } else {
+            Link::Sys
+        };
     }
     let (ha, hb) = (a.hops(), b.hops());
-    let common = ha.iter().zip(hb.iter()).take_while(|(x, y)| x.id == y.id).count();
+    let common = ha
+        .iter()
+        .zip(hb.iter())
+        .take_while(|(x, y)| x.id == y.id)
+        .count();
     if common == 0 {
         // Different root ports (or both on the root bus): the root complex forwards.
         return Link::Phb;
@@ -248,7 +270,8 @@ pub(crate) fn classify(a: &Endpoint, b: &Endpoint) -> Link {
     let meet_in_switch = ha
         .get(common - 1)
         .is_some_and(|h| h.kind != PortKind::RootPort);
-    let below = switches(ha.get(common..).unwrap_or(&[])) + switches(hb.get(common..).unwrap_or(&[]));
+    let below =
+        switches(ha.get(common..).unwrap_or(&[])) + switches(hb.get(common..).unwrap_or(&[]));
     if below + usize::from(meet_in_switch) <= 1 {
         Link::Pix
     } else {
@@ -296,7 +319,10 @@ impl LabelBuf {
 impl fmt::Write for LabelBuf {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         let end = self.len.checked_add(s.len()).ok_or(fmt::Error)?;
-        self.buf.get_mut(self.len..end).ok_or(fmt::Error)?.copy_from_slice(s.as_bytes());
+        self.buf
+            .get_mut(self.len..end)
+            .ok_or(fmt::Error)?
+            .copy_from_slice(s.as_bytes());
         self.len = end;
         Ok(())
     }
@@ -324,9 +350,15 @@ impl fmt::Display for Matrix<'_> {
                 write!(f, "{label:<COL$}")?;
             }
         }
-        writeln!(f, "{:<16}{:<16}GPU NUMA ID", "CPU Affinity", "NUMA Affinity")?;
+        writeln!(
+            f,
+            "{:<16}{:<16}GPU NUMA ID",
+            "CPU Affinity", "NUMA Affinity"
+        )?;
         for i in 0..n {
-            let Some((label, a)) = self.endpoint(i) else { continue };
+            let Some((label, a)) = self.endpoint(i) else {
+                continue;
+            };
             write!(f, "{label:<COL$}")?;
             for j in 0..n {
                 if let Some((_, b)) = self.endpoint(j) {
@@ -350,10 +382,19 @@ impl fmt::Display for Matrix<'_> {
         writeln!(f, "  X    = Self")?;
         writeln!(f, "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes")?;
         writeln!(f, "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node")?;
-        writeln!(f, "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)")?;
+        writeln!(
+            f,
+            "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)"
+        )?;
         writeln!(f, "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)")?;
-        writeln!(f, "  PIX  = Connection traversing at most a single PCIe bridge")?;
-        writeln!(f, "  NV#  = Connection traversing a bonded set of # NVLinks")?;
+        writeln!(
+            f,
+            "  PIX  = Connection traversing at most a single PCIe bridge"
+        )?;
+        writeln!(
+            f,
+            "  NV#  = Connection traversing a bonded set of # NVLinks"
+        )?;
         if !self.peers.is_empty() {
             writeln!(f)?;
             writeln!(f, "NIC Legend:")?;

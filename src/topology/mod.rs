@@ -77,7 +77,8 @@ pub(crate) fn render(f: &mut fmt::Formatter<'_>) -> fmt::Result {
     }
     let mut raw = KVec::with_capacity(MAX_PEERS, GFP_KERNEL).map_err(|_| fmt::Error)?;
     for _ in 0..MAX_PEERS {
-        raw.push(RawEndpoint::default(), GFP_KERNEL).map_err(|_| fmt::Error)?;
+        raw.push(RawEndpoint::default(), GFP_KERNEL)
+            .map_err(|_| fmt::Error)?;
     }
     let n = helpers::pci_peers(crate::peer_device(), &mut raw);
     let mut peers = KVec::with_capacity(n, GFP_KERNEL).map_err(|_| fmt::Error)?;
@@ -86,15 +87,34 @@ pub(crate) fn render(f: &mut fmt::Formatter<'_>) -> fmt::Result {
             peers.push(e, GFP_KERNEL).map_err(|_| fmt::Error)?;
         }
     }
-    let mut affinity: KVec<&str> = KVec::with_capacity(gpus.len(), GFP_KERNEL).map_err(|_| fmt::Error)?;
+    let mut affinity: KVec<&str> =
+        KVec::with_capacity(gpus.len(), GFP_KERNEL).map_err(|_| fmt::Error)?;
     for (buf, e) in cpus.iter_mut().zip(gpu_eps.iter()) {
-        affinity.push(helpers::node_cpulist(e.numa, buf), GFP_KERNEL).map_err(|_| fmt::Error)?;
+        affinity
+            .push(helpers::node_cpulist(e.numa, buf), GFP_KERNEL)
+            .map_err(|_| fmt::Error)?;
     }
-    write!(f, "{}", Matrix { gpus: &gpu_eps, peers: &peers, cpu_affinity: &affinity })?;
+    write!(
+        f,
+        "{}",
+        Matrix {
+            gpus: &gpu_eps,
+            peers: &peers,
+            cpu_affinity: &affinity
+        }
+    )?;
     writeln!(f)?;
-    writeln!(f, "P2P (GPU memory DMA-mapped for the device), gate {:?}:", GateOverride::from_param(crate::p2p_topology()))?;
+    writeln!(
+        f,
+        "P2P (GPU memory DMA-mapped for the device), gate {:?}:",
+        GateOverride::from_param(crate::p2p_topology())
+    )?;
     for (i, g) in gpus.iter().enumerate() {
-        let gpu_peers = gpu_eps.iter().enumerate().filter(|(j, _)| *j != i).map(|(j, e)| (true, j, e));
+        let gpu_peers = gpu_eps
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(j, e)| (true, j, e));
         let dev_peers = peers.iter().enumerate().map(|(j, e)| (false, j, e));
         let others = Iterator::chain(gpu_peers, dev_peers);
         for (is_gpu, j, e) in others {

@@ -95,7 +95,10 @@ impl Drop for Backing {
                 Ok(FreeOutcome::Freed) => {}
                 // Cannot happen: every pin holds the allocation, hence this backing, alive.
                 Ok(FreeOutcome::Revoke { pins }) => {
-                    pr_err!("chunk at {:#x} freed with {pins} P2P pins; leaked\n", p.fb_offset)
+                    pr_err!(
+                        "chunk at {:#x} freed with {pins} P2P pins; leaked\n",
+                        p.fb_offset
+                    )
                 }
                 Err(e) => pr_err!("freeing chunk at {:#x}: {e:?}\n", p.fb_offset),
             }
@@ -169,7 +172,13 @@ impl Allocation {
         }
         // Pins that could not be collected above (allocation failure) are revoked now.
         loop {
-            let next = self.state.lock().pins.iter().find(|p| !p.persistent).cloned();
+            let next = self
+                .state
+                .lock()
+                .pins
+                .iter()
+                .find(|p| !p.persistent)
+                .cloned();
             match next {
                 Some(pin) => pin.revoke(),
                 None => break,
@@ -187,7 +196,11 @@ impl Allocation {
 /// or, with `contiguous`, one run of adjacent roots.
 fn alloc_backing(mem: &Arc<FbMemory>, size: u64, contiguous: bool, zero: bool) -> Result<Backing> {
     let layout = if contiguous {
-        Layout { bulk: 1, bulk_len: size, tail: 0 }
+        Layout {
+            bulk: 1,
+            bulk_len: size,
+            tail: 0,
+        }
     } else {
         Layout {
             bulk: size / ROOT_CHUNK_SIZE,
@@ -197,14 +210,26 @@ fn alloc_backing(mem: &Arc<FbMemory>, size: u64, contiguous: bool, zero: bool) -
     };
     // Reserve first so that recording a chunk never fails once it is allocated.
     let count = usize::try_from(layout.pieces())?;
-    let mut backing = Backing { mem: mem.clone(), pieces: KVVec::with_capacity(count, GFP_KERNEL)?, layout };
+    let mut backing = Backing {
+        mem: mem.clone(),
+        pieces: KVVec::with_capacity(count, GFP_KERNEL)?,
+        layout,
+    };
     let mut pmm = mem.pmm.lock();
     if contiguous {
-        let id = pmm.alloc_contiguous(size, MemType::User).map_err(fb::errno)?;
+        let id = pmm
+            .alloc_contiguous(size, MemType::User)
+            .map_err(fb::errno)?;
         let piece = pmm
             .unpin_allocated(id)
             .and_then(|()| pmm.addr(id))
-            .and_then(|fb_offset| Ok(Piece { id, fb_offset, zeroed: pmm.is_zeroed(id)? }));
+            .and_then(|fb_offset| {
+                Ok(Piece {
+                    id,
+                    fb_offset,
+                    zeroed: pmm.is_zeroed(id)?,
+                })
+            });
         return match piece {
             Ok(p) => {
                 backing.pieces.push(p, GFP_KERNEL)?;
@@ -219,11 +244,18 @@ fn alloc_backing(mem: &Arc<FbMemory>, size: u64, contiguous: bool, zero: bool) -
     }
     let big = size / ROOT_CHUNK_SIZE;
     let small = (size % ROOT_CHUNK_SIZE) / P2P_PAGE_SIZE;
-    let flags = AllocFlags { prefer_zeroed: zero };
+    let flags = AllocFlags {
+        prefer_zeroed: zero,
+    };
     let mut ids = KVVec::new();
-    ids.resize(usize::try_from(big + small)?, ChunkId::default(), GFP_KERNEL)?;
+    ids.resize(
+        usize::try_from(big + small)?,
+        ChunkId::default(),
+        GFP_KERNEL,
+    )?;
     let (bulk, tail) = ids.split_at_mut(usize::try_from(big)?);
-    pmm.alloc(ROOT_CHUNK_SIZE, MemType::User, flags, bulk).map_err(fb::errno)?;
+    pmm.alloc(ROOT_CHUNK_SIZE, MemType::User, flags, bulk)
+        .map_err(fb::errno)?;
     if let Err(e) = pmm.alloc(P2P_PAGE_SIZE, MemType::User, flags, tail) {
         for id in bulk.iter() {
             let _ = pmm.free(*id, Zero::Dirty);
@@ -234,7 +266,13 @@ fn alloc_backing(mem: &Arc<FbMemory>, size: u64, contiguous: bool, zero: bool) -
         let piece = pmm
             .unpin_allocated(*id)
             .and_then(|()| pmm.addr(*id))
-            .and_then(|fb_offset| Ok(Piece { id: *id, fb_offset, zeroed: pmm.is_zeroed(*id)? }));
+            .and_then(|fb_offset| {
+                Ok(Piece {
+                    id: *id,
+                    fb_offset,
+                    zeroed: pmm.is_zeroed(*id)?,
+                })
+            });
         match piece.map(|p| backing.pieces.push_within_capacity(p)) {
             Ok(Ok(())) => {}
             _ => {
@@ -331,7 +369,13 @@ impl VaSpace {
     }
 
     /// Allocates `size` bytes on `gpu`.
-    pub(crate) fn alloc(&self, gpu: Arc<GpuInfo>, size: u64, contiguous: bool, zero: bool) -> Result<Span> {
+    pub(crate) fn alloc(
+        &self,
+        gpu: Arc<GpuInfo>,
+        size: u64,
+        contiguous: bool,
+        zero: bool,
+    ) -> Result<Span> {
         if size == 0 || size % P2P_PAGE_SIZE != 0 {
             return Err(EINVAL);
         }
@@ -344,7 +388,11 @@ impl VaSpace {
             let l = backing.layout;
             for (i, p) in backing.pieces.iter().enumerate() {
                 if !p.zeroed {
-                    let len = if u64::try_from(i)? < l.bulk { l.bulk_len } else { P2P_PAGE_SIZE };
+                    let len = if u64::try_from(i)? < l.bulk {
+                        l.bulk_len
+                    } else {
+                        P2P_PAGE_SIZE
+                    };
                     crate::helpers::zero_mmio(mem.aperture_phys + p.fb_offset, len)?;
                 }
             }
@@ -392,12 +440,19 @@ impl VaSpace {
     /// The allocation holding `[va, va + len)`, if one does.
     pub(crate) fn find(&self, want: &Span) -> Option<Arc<Allocation>> {
         let inner = self.inner.lock();
-        let i = match inner.allocs.binary_search_by_key(&want.start(), |a| a.span.start()) {
+        let i = match inner
+            .allocs
+            .binary_search_by_key(&want.start(), |a| a.span.start())
+        {
             Ok(i) => i,
             Err(0) => return None,
             Err(i) => i - 1,
         };
-        inner.allocs.get(i).filter(|a| a.span.contains(want)).cloned()
+        inner
+            .allocs
+            .get(i)
+            .filter(|a| a.span.contains(want))
+            .cloned()
     }
 }
 
@@ -424,7 +479,11 @@ pub(crate) fn release_gpu(gpu: &GpuInfo) {
         loop {
             let victim = {
                 let mut inner = vs.inner.lock();
-                let Some(i) = inner.allocs.iter().position(|a| core::ptr::eq(&*a.gpu, gpu)) else {
+                let Some(i) = inner
+                    .allocs
+                    .iter()
+                    .position(|a| core::ptr::eq(&*a.gpu, gpu))
+                else {
                     break;
                 };
                 inner.allocs.remove(i).ok()

@@ -23,13 +23,13 @@ pub(crate) mod vaspace;
 #[cfg(test)]
 mod p2p_abi_tests;
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod pmm_model;
 #[cfg(test)]
 mod pmm_scenarios;
 #[cfg(test)]
 mod pmm_tests;
+#[cfg(test)]
+mod tests;
 #[cfg(test)]
 mod topology_tests;
 #[cfg(test)]

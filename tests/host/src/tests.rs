@@ -13,7 +13,10 @@ use crate::hwref::{
     SZ_4K, SZ_512M, SZ_64K, TABLES,
 };
 
-const A1: Revision = Revision { major: 0xa, minor: 1 };
+const A1: Revision = Revision {
+    major: 0xa,
+    minor: 1,
+};
 const H200_CONFIG: &[u8] = include_bytes!("../../data/h200/config-space.bin");
 
 fn le16(b: &[u8], off: usize) -> u16 {
@@ -53,15 +56,34 @@ fn boot_register_fields_decode_as_documented() {
     assert_eq!(b0.architecture(), 0x1b);
     assert_eq!(b0.0 & (1 << 8), 0);
     assert_eq!(PmcBoot0(0x0100_0100).architecture(), 0x21);
-    assert_eq!(Revision { major: 0xb, minor: 0 }.to_string(), "B0");
+    assert_eq!(
+        Revision {
+            major: 0xb,
+            minor: 0
+        }
+        .to_string(),
+        "B0"
+    );
 }
 
 #[test]
 fn malformed_register_values() {
-    assert_eq!(identify(PmcBoot0(u32::MAX), PmcBoot42(u32::MAX)).err(), Some(IdentError::OffTheBus));
-    assert_eq!(identify(PmcBoot0(u32::MAX), PmcBoot42(0)).err(), Some(IdentError::OffTheBus));
-    assert_eq!(identify(PmcBoot0(0x1), PmcBoot42(u32::MAX)).err(), Some(IdentError::OffTheBus));
-    assert_eq!(identify(PmcBoot0(0), PmcBoot42(0)).err(), Some(IdentError::NoId));
+    assert_eq!(
+        identify(PmcBoot0(u32::MAX), PmcBoot42(u32::MAX)).err(),
+        Some(IdentError::OffTheBus)
+    );
+    assert_eq!(
+        identify(PmcBoot0(u32::MAX), PmcBoot42(0)).err(),
+        Some(IdentError::OffTheBus)
+    );
+    assert_eq!(
+        identify(PmcBoot0(0x1), PmcBoot42(u32::MAX)).err(),
+        Some(IdentError::OffTheBus)
+    );
+    assert_eq!(
+        identify(PmcBoot0(0), PmcBoot42(0)).err(),
+        Some(IdentError::NoId)
+    );
     // Kepler (0x0e/0x0f/0x10) and the AMODEL simulator (0x1f) have no table.
     for arch in [0x0eu16, 0x0f, 0x10, 0x15, 0x1f, 0x3f] {
         assert_eq!(
@@ -70,8 +92,17 @@ fn malformed_register_values() {
         );
     }
     // Known architecture, unknown implementation.
-    assert_eq!(identify(PmcBoot0(0), boot42_for(0x181, A1)).err(), Some(IdentError::UnknownChipset(0x181)));
-    assert_eq!(identify(PmcBoot0(0), PmcBoot42(0x1700_0000 | 0xfff)).unwrap().chipset.name, "GA100");
+    assert_eq!(
+        identify(PmcBoot0(0), boot42_for(0x181, A1)).err(),
+        Some(IdentError::UnknownChipset(0x181))
+    );
+    assert_eq!(
+        identify(PmcBoot0(0), PmcBoot42(0x1700_0000 | 0xfff))
+            .unwrap()
+            .chipset
+            .name,
+        "GA100"
+    );
 }
 
 #[test]
@@ -92,8 +123,14 @@ fn device_id_fallback() {
         assert_eq!(id.source, IdentSource::DeviceId);
         assert_eq!(id.revision, None);
     }
-    assert_eq!(identify_by_device_id(0x0000).err(), Some(IdentError::UnknownDeviceId(0)));
-    assert_eq!(identify_by_device_id(0xffff).err(), Some(IdentError::UnknownDeviceId(0xffff)));
+    assert_eq!(
+        identify_by_device_id(0x0000).err(),
+        Some(IdentError::UnknownDeviceId(0))
+    );
+    assert_eq!(
+        identify_by_device_id(0xffff).err(),
+        Some(IdentError::UnknownDeviceId(0xffff))
+    );
 }
 
 #[test]
@@ -106,7 +143,12 @@ fn device_id_ranges_do_not_overlap() {
     for t in TABLES.iter() {
         for r in t.device_ids {
             assert!(r.first <= r.last);
-            assert!(t.chipset(r.chip).is_some(), "{}: range names chip {:#x}", t.name, r.chip);
+            assert!(
+                t.chipset(r.chip).is_some(),
+                "{}: range names chip {:#x}",
+                t.name,
+                r.chip
+            );
         }
     }
 }
@@ -116,7 +158,10 @@ fn tables_are_consistent() {
     let mut chip_ids = Vec::new();
     let mut prev_arch = 0;
     for t in TABLES.iter() {
-        assert!(t.arch.code() > prev_arch, "tables sorted by architecture code");
+        assert!(
+            t.arch.code() > prev_arch,
+            "tables sorted by architecture code"
+        );
         prev_arch = t.arch.code();
         assert!(std::ptr::eq(table_for_arch(t.arch.code()).unwrap(), *t));
         // Sizes are powers of two by construction of the mask; check the contents.
@@ -129,7 +174,11 @@ fn tables_are_consistent() {
         // Maxwell has no 2 MiB page).
         for s in t.pmm_chunk_sizes.iter().filter(|&s| s < ROOT_CHUNK_SIZE) {
             assert!(s.is_power_of_two());
-            assert!(t.page_sizes.contains(s), "{}: chunk {s:#x} is not a page size", t.name);
+            assert!(
+                t.page_sizes.contains(s),
+                "{}: chunk {s:#x} is not a page size",
+                t.name
+            );
         }
         assert_eq!(t.p2p_granularity, P2P_PAGE_SIZE);
         assert_eq!(ROOT_CHUNK_SIZE % t.p2p_granularity, 0);
@@ -153,7 +202,9 @@ fn tables_are_consistent() {
 fn page_sizes_per_generation() {
     let t = |a: Architecture| TABLES.iter().find(|t| t.arch == a).unwrap();
     assert!(t(Architecture::MaxwellGm20x).page_sizes.contains(SZ_128K));
-    assert!(t(Architecture::MaxwellGm20x).pmm_chunk_sizes.contains(SZ_128K));
+    assert!(t(Architecture::MaxwellGm20x)
+        .pmm_chunk_sizes
+        .contains(SZ_128K));
     assert!(!t(Architecture::Pascal).page_sizes.contains(SZ_128K));
     assert!(!t(Architecture::Turing).page_sizes.contains(SZ_512M));
     assert!(t(Architecture::Ampere).page_sizes.contains(SZ_512M));
@@ -172,11 +223,18 @@ fn real_h200_config_space() {
     let device = le16(c, 0x02);
     assert_eq!(device, 0x2335);
     assert_eq!(c[0x08], 0xa1, "revision");
-    assert_eq!((c[0x0b], c[0x0a], c[0x09]), (0x03, 0x02, 0x00), "class 3D controller");
+    assert_eq!(
+        (c[0x0b], c[0x0a], c[0x09]),
+        (0x03, 0x02, 0x00),
+        "class 3D controller"
+    );
     // BAR layout: three 64-bit prefetchable BARs at slots 0, 2 and 4.
     let kinds = decode_bars(&bar_regs(c).unwrap());
     let p = BarKind::Mem64 { prefetch: true };
-    assert_eq!(kinds, [p, BarKind::Upper, p, BarKind::Upper, p, BarKind::Upper]);
+    assert_eq!(
+        kinds,
+        [p, BarKind::Upper, p, BarKind::Upper, p, BarKind::Upper]
+    );
     // Sizes as the host assigned them (tests/data/h200/README.md).
     let lens = [16 << 20, 0, 256 << 30, 0, 32 << 20, 0];
     assert_eq!(framebuffer_bar(&kinds, &lens), Some(2));
@@ -199,10 +257,16 @@ fn aperture_rule_on_other_layouts() {
     let kinds = decode_bars(&regs);
     assert_eq!(kinds[0], BarKind::Mem32 { prefetch: false });
     assert_eq!(kinds[5], BarKind::Io);
-    assert_eq!(framebuffer_bar(&kinds, &[16 << 20, 256 << 20, 0, 32 << 20, 0, 128]), Some(1));
+    assert_eq!(
+        framebuffer_bar(&kinds, &[16 << 20, 256 << 20, 0, 32 << 20, 0, 128]),
+        Some(1)
+    );
     // ivshmem-plain: 256-byte register BAR0, shared memory as 64-bit BAR2.
     let kinds = decode_bars(&[0xfe00_0000, 0, 0x0000_000c, 0, 0, 0]);
-    assert_eq!(framebuffer_bar(&kinds, &[256, 0, 256 << 20, 0, 0, 0]), Some(2));
+    assert_eq!(
+        framebuffer_bar(&kinds, &[256, 0, 256 << 20, 0, 0, 0]),
+        Some(2)
+    );
     // A single memory BAR has no aperture.
     assert_eq!(framebuffer_bar(&kinds, &[256, 0, 0, 0, 0, 0]), None);
 }
@@ -229,7 +293,10 @@ fn emu_identity_parses_and_identifies() {
     let m = 1u64 << 20;
     let id = EmuIdentity::parse(&emu_block(2 * m, 254 * m), 256 * m).unwrap();
     assert_eq!(id.pci_device_id, 0x20b0);
-    assert_eq!((id.gpu_index, id.nvlinks_per_peer, id.nvlink_peers), (1, 12, 1));
+    assert_eq!(
+        (id.gpu_index, id.nvlinks_per_peer, id.nvlink_peers),
+        (1, 12, 1)
+    );
     assert_eq!(id.uuid, [7; 16]);
     assert_eq!(identify(id.boot0, id.boot42).unwrap().chipset.name, "GA100");
 }
@@ -241,16 +308,34 @@ fn emu_identity_rejects_bad_blocks() {
     let bar = 256 * m;
     let mut b = good;
     b[3] = 0;
-    assert!(matches!(EmuIdentity::parse(&b, bar), Err(EmuError::BadMagic(_))));
+    assert!(matches!(
+        EmuIdentity::parse(&b, bar),
+        Err(EmuError::BadMagic(_))
+    ));
     let mut b = good;
     b[4] = 2;
-    assert_eq!(EmuIdentity::parse(&b, bar).err(), Some(EmuError::BadVersion(2)));
+    assert_eq!(
+        EmuIdentity::parse(&b, bar).err(),
+        Some(EmuError::BadVersion(2))
+    );
     let mut b = good;
     b[6] = 32;
-    assert_eq!(EmuIdentity::parse(&b, bar).err(), Some(EmuError::BadSize(32)));
-    assert_eq!(EmuIdentity::parse(&emu_block(0, m), bar).err(), Some(EmuError::BadFbOffset(0)));
-    assert_eq!(EmuIdentity::parse(&emu_block(m, m), bar).err(), Some(EmuError::BadFbOffset(m)));
-    assert_eq!(EmuIdentity::parse(&emu_block(2 * m, 0), bar).err(), Some(EmuError::BadFbSize(0)));
+    assert_eq!(
+        EmuIdentity::parse(&b, bar).err(),
+        Some(EmuError::BadSize(32))
+    );
+    assert_eq!(
+        EmuIdentity::parse(&emu_block(0, m), bar).err(),
+        Some(EmuError::BadFbOffset(0))
+    );
+    assert_eq!(
+        EmuIdentity::parse(&emu_block(m, m), bar).err(),
+        Some(EmuError::BadFbOffset(m))
+    );
+    assert_eq!(
+        EmuIdentity::parse(&emu_block(2 * m, 0), bar).err(),
+        Some(EmuError::BadFbSize(0))
+    );
     assert_eq!(
         EmuIdentity::parse(&emu_block(2 * m, 255 * m), bar).err(),
         Some(EmuError::BadFbSize(255 * m))
@@ -261,7 +346,10 @@ fn emu_identity_rejects_bad_blocks() {
     );
     let mut b = good;
     b[0x12] = 32;
-    assert_eq!(EmuIdentity::parse(&b, bar).err(), Some(EmuError::BadIndex(32)));
+    assert_eq!(
+        EmuIdentity::parse(&b, bar).err(),
+        Some(EmuError::BadIndex(32))
+    );
     let mut b = good;
     b[0x3f] = 1;
     assert_eq!(EmuIdentity::parse(&b, bar).err(), Some(EmuError::Reserved));

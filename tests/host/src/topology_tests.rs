@@ -55,12 +55,22 @@ fn root_bus_is_phb() {
 fn nested_switches_are_pxb() {
     let rp = hop(0x00e0, RP);
     let up1 = hop(0x0100, UP);
-    let a = ep(0x0400, 0, Some(0), &[rp, up1, hop(0x0200, DP), hop(0x0300, UP), hop(0x0400, DP)]);
+    let a = ep(
+        0x0400,
+        0,
+        Some(0),
+        &[rp, up1, hop(0x0200, DP), hop(0x0300, UP), hop(0x0400, DP)],
+    );
     let b = ep(0x0600, 0, Some(0), &[rp, up1, hop(0x0208, DP)]);
     assert_eq!(classify(&a, &b), Link::Pxb);
     assert_eq!(classify(&b, &a), Link::Pxb);
     // Both below the same inner switch: one switch.
-    let c = ep(0x0500, 0, Some(0), &[rp, up1, hop(0x0200, DP), hop(0x0300, UP), hop(0x0408, DP)]);
+    let c = ep(
+        0x0500,
+        0,
+        Some(0),
+        &[rp, up1, hop(0x0200, DP), hop(0x0300, UP), hop(0x0408, DP)],
+    );
     assert_eq!(classify(&a, &c), Link::Pix);
 }
 
@@ -78,15 +88,31 @@ fn host_bridges_and_numa() {
 #[test]
 fn nvlink_needs_both_ends() {
     let (mut g0, mut g1, edu) = switch_vm();
-    g0.nvlink = Some(NvLinkEnd { index: 0, peers: 0b10, links: 4 });
-    assert_eq!(classify(&g0, &g1), Link::Pix, "one-sided declaration is not a link");
-    g1.nvlink = Some(NvLinkEnd { index: 1, peers: 0b01, links: 4 });
+    g0.nvlink = Some(NvLinkEnd {
+        index: 0,
+        peers: 0b10,
+        links: 4,
+    });
+    assert_eq!(
+        classify(&g0, &g1),
+        Link::Pix,
+        "one-sided declaration is not a link"
+    );
+    g1.nvlink = Some(NvLinkEnd {
+        index: 1,
+        peers: 0b01,
+        links: 4,
+    });
     assert_eq!(classify(&g0, &g1), Link::NvLink(4));
     assert_eq!(classify(&g1, &g0), Link::NvLink(4));
     assert_eq!(classify(&g0, &edu), Link::Pix);
     assert_eq!(P2pPath::of(Link::NvLink(4)), P2pPath::NvLink);
     // An index past the mask width never matches.
-    g1.nvlink = Some(NvLinkEnd { index: 40, peers: 0b01, links: 4 });
+    g1.nvlink = Some(NvLinkEnd {
+        index: 40,
+        peers: 0b01,
+        links: 4,
+    });
     assert_eq!(classify(&g0, &g1), Link::Pix);
 }
 
@@ -94,26 +120,53 @@ fn nvlink_needs_both_ends() {
 fn bridge_chains_are_bounded() {
     let hops = [hop(0, RP); MAX_HOPS + 1];
     assert!(Endpoint::new(0, 0, None, &hops).is_err());
-    assert_eq!(Endpoint::new(0, 0, None, &hops[..MAX_HOPS]).unwrap().hops().len(), MAX_HOPS);
+    assert_eq!(
+        Endpoint::new(0, 0, None, &hops[..MAX_HOPS])
+            .unwrap()
+            .hops()
+            .len(),
+        MAX_HOPS
+    );
 }
 
 #[test]
 fn matrix_matches_nvidia_smi_layout() {
     let (mut g0, mut g1, edu) = switch_vm();
-    g0.nvlink = Some(NvLinkEnd { index: 0, peers: 0b10, links: 4 });
-    g1.nvlink = Some(NvLinkEnd { index: 1, peers: 0b01, links: 4 });
+    g0.nvlink = Some(NvLinkEnd {
+        index: 0,
+        peers: 0b10,
+        links: 4,
+    });
+    g1.nvlink = Some(NvLinkEnd {
+        index: 1,
+        peers: 0b01,
+        links: 4,
+    });
     let gpus = [g0, g1];
     let peers = [edu];
-    let m = Matrix { gpus: &gpus, peers: &peers, cpu_affinity: &["0-1", "0-1"] };
+    let m = Matrix {
+        gpus: &gpus,
+        peers: &peers,
+        cpu_affinity: &["0-1", "0-1"],
+    };
     let text = m.to_string();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>()[..3], ["GPU0", "GPU1", "NIC0"]);
+    assert_eq!(
+        lines[0].split_whitespace().collect::<Vec<_>>()[..3],
+        ["GPU0", "GPU1", "NIC0"]
+    );
     assert_eq!(
         lines[1].split_whitespace().collect::<Vec<_>>(),
         ["GPU0", "X", "NV4", "PIX", "0-1", "0", "N/A"]
     );
-    assert_eq!(lines[2].split_whitespace().collect::<Vec<_>>()[..4], ["GPU1", "NV4", "X", "PIX"]);
-    assert_eq!(lines[3].split_whitespace().collect::<Vec<_>>(), ["NIC0", "PIX", "PIX", "X"]);
+    assert_eq!(
+        lines[2].split_whitespace().collect::<Vec<_>>()[..4],
+        ["GPU1", "NV4", "X", "PIX"]
+    );
+    assert_eq!(
+        lines[3].split_whitespace().collect::<Vec<_>>(),
+        ["NIC0", "PIX", "PIX", "X"]
+    );
     assert!(text.contains("NIC0: 0000:05:00.0"));
     assert!(text.contains("NV#  = Connection traversing a bonded set of # NVLinks"));
 }
@@ -121,7 +174,10 @@ fn matrix_matches_nvidia_smi_layout() {
 #[test]
 fn p2p_gate() {
     use crate::topology::link::{p2p_allowed, GateOverride::*};
-    assert!(p2p_allowed(Link::Pix, -1, Auto), "switch paths do not need the kernel's allow-list");
+    assert!(
+        p2p_allowed(Link::Pix, -1, Auto),
+        "switch paths do not need the kernel's allow-list"
+    );
     assert!(p2p_allowed(Link::NvLink(2), -1, Auto));
     assert!(!p2p_allowed(Link::Phb, -1, Auto));
     assert!(p2p_allowed(Link::Phb, 2, Auto));

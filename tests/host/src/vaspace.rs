@@ -2,7 +2,7 @@
 
 //! The pure part of `src/vaspace/`.
 
-#[path = "../../../src/vaspace/range.rs"]
-pub(crate) mod range;
 #[path = "../../../src/vaspace/layout.rs"]
 pub(crate) mod layout;
+#[path = "../../../src/vaspace/range.rs"]
+pub(crate) mod range;
