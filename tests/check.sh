@@ -93,6 +93,23 @@ meta "nvrs_gpu_count exported GPL" 'grep -qP "\tnvrs_gpu_count\t.*\tEXPORT_SYMBO
 meta "consumer links only against nvrs" '[ "$(modinfo -F depends "$ROOT/tests/consumer/nvrs_consumer.ko")" = nvrs ]'
 record "module metadata" "$mp" "$mf"
 
+step "style: rustfmt (kernel configuration) and checkpatch"
+mp=0
+mf=0
+meta "rustfmt --check of the module and the host crate" \
+	'rustfmt --config-path "$KSRC/.rustfmt.toml" --edition 2021 --check "$ROOT/src/nvrs.rs" "$ROOT/tests/host/src/lib.rs" "$ROOT/tests/host/examples/pmm_bench.rs"'
+for f in rust/helpers.c rust/helpers.h rust/bench_buddy.c include/nvrs.h \
+	include/nvrs_emu_identity.h include/uapi/nvrs.h tests/consumer/nvrs_consumer.c; do
+	meta "checkpatch $f" 'perl "$KSRC/scripts/checkpatch.pl" --no-tree --quiet -f "$ROOT/$f" >/dev/null'
+done
+# The exported functions are defined in Rust, so EXPORT_SYMBOL_GPL cannot follow them.
+meta "checkpatch src/exports.c" \
+	'perl "$KSRC/scripts/checkpatch.pl" --no-tree --quiet --ignore EXPORT_SYMBOL -f "$ROOT/src/exports.c" >/dev/null'
+# NVIDIA's ABI requires its typedefs and uint*_t prototypes.
+meta "checkpatch include/nv-p2p.h" \
+	'perl "$KSRC/scripts/checkpatch.pl" --no-tree --quiet --ignore NEW_TYPEDEFS -f "$ROOT/include/nv-p2p.h" >/dev/null'
+record style "$mp" "$mf"
+
 # vm NAME ARGS...: one VM boot; adds its RESULT line to the totals.
 vm() {
 	local name=$1

@@ -609,7 +609,7 @@ static int __init nvrs_consumer_init(void)
 {
 	int ret;
 
-	con = kzalloc(sizeof(*con), GFP_KERNEL);
+	con = kzalloc_obj(*con, GFP_KERNEL);
 	if (!con)
 		return -ENOMEM;
 	mutex_init(&con->lock);

@@ -40,16 +40,17 @@ tool "pin, map for edu, DMA and verify on GPU0 (2 KiB at two offsets)" \
 	ctl dma 0 0 0x11110000 \; ctl dma 0 0x110000 0x22220000 \; \
 	rd A 0 0x11110000 \; rd A 0x110004 0x22220001 \; \
 	ctl status 0 \; ctl unmap 0 \; ctl put 0 \; free A
+# (Before the DMA tests, which the runner checks in the backing files afterwards.)
+# CPU-mapped memory returns to the manager when its process exits.
+tool "dirty memory is reused as it is" alloc A 1 2M \; wr A 0x20000 0xdeadbeef
+tool "  without NVRS_ALLOC_ZERO the old bytes are still there" alloc B 1 2M \; rd B 0x20000 0xdeadbeef
+tool "  with NVRS_ALLOC_ZERO they are gone" alloc C 1 2M zero \; rd C 0x20000 0
 tool "the same on GPU1" \
 	alloc A 1 2M \; ctl pin 0 @A 0x200000 \; ctl map 0 \; \
 	ctl dma 0 0x1f0000 0x33330000 \; rd A 0x1f0000 0x33330000 \; ctl put 0 \; free A
 tool "CPU writes through mmap are seen by the peer's DMA" \
 	alloc A 0 2M \; wr A 0x10000 0x5a5a5a5a \; ctl pin 0 @A 0x20000 \; ctl map 0 \; \
 	ctl dma 0 0x1000 0x44440000 \; rd A 0x10000 0x5a5a5a5a \; ctl put 0 \; free A
-# CPU-mapped memory returns to the manager when its process exits.
-tool "dirty memory is reused as it is" alloc A 1 2M \; wr A 0x20000 0xdeadbeef
-tool "  without NVRS_ALLOC_ZERO the old bytes are still there" alloc B 1 2M \; rd B 0x20000 0xdeadbeef
-tool "  with NVRS_ALLOC_ZERO they are gone" alloc C 1 2M zero \; rd C 0x20000 0
 tool "GPU0 memory mapped for GPU1 as the peer" \
 	alloc A 0 2M \; ctl pin 0 @A 0x100000 \; ctl map 0 $GPU1 \; ctl unmap 0 \; ctl put 0 \; free A
 tool "a contiguous 8 MiB allocation maps as one run" \
