@@ -20,7 +20,10 @@ nvrs_bootstrap() {
 
 # Build nvrs.ko and tests/consumer/nvrs_consumer.ko against $KDIR.
 nvrs_build() {
-	make -s -C "$ROOT" KDIR="$KDIR" modules >"$OUT/build.log" 2>&1 || {
+	# Lint with clippy when the toolchain has it (the kernel's own lint set).
+	local clippy=
+	command -v clippy-driver >/dev/null && clippy=CLIPPY=1
+	make -s -C "$ROOT" KDIR="$KDIR" $clippy modules >"$OUT/build.log" 2>&1 || {
 		cat "$OUT/build.log"
 		echo "error: building nvrs.ko failed" >&2
 		return 1

@@ -59,7 +59,7 @@ mod tests {
             peers: 1,
             links: 4,
         });
-        assert_eq!(classify(&a, &b), Link::NvLink(4));
+        assert_eq!(classify(&a, &b), Link::Nv(4));
         Ok(())
     }
 

@@ -232,8 +232,7 @@ impl P2pPin {
     /// Adds (or drops) one P2P pin on every chunk the pin covers.
     fn count_chunks(&self, add: bool) -> Result {
         let mut pmm = self.alloc.backing.mem.pmm.lock();
-        let mut done = 0usize;
-        for p in self.alloc.pieces_in(self.offset, self.len) {
+        for (done, p) in self.alloc.pieces_in(self.offset, self.len).iter().enumerate() {
             let r = if add {
                 pmm.p2p_pin(p.id)
             } else {
@@ -253,7 +252,6 @@ impl P2pPin {
                 }
                 return Err(crate::fb::errno(e));
             }
-            done += 1;
         }
         Ok(())
     }

@@ -124,7 +124,7 @@ pub(crate) enum Link {
     /// The same endpoint.
     Itself,
     /// NVLinks, with their count.
-    NvLink(u8),
+    Nv(u8),
     /// At most one PCIe switch.
     Pix,
     /// Several PCIe switches, no host bridge.
@@ -141,7 +141,7 @@ impl fmt::Display for Link {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Itself => f.write_str("X"),
-            Self::NvLink(n) => write!(f, "NV{n}"),
+            Self::Nv(n) => write!(f, "NV{n}"),
             Self::Pix => f.write_str("PIX"),
             Self::Pxb => f.write_str("PXB"),
             Self::Phb => f.write_str("PHB"),
@@ -169,7 +169,7 @@ impl P2pPath {
     pub(crate) fn of(link: Link) -> Self {
         match link {
             Link::Itself | Link::Pix | Link::Pxb => Self::PcieSwitch,
-            Link::NvLink(_) => Self::NvLink,
+            Link::Nv(_) => Self::NvLink,
             Link::Phb => Self::HostBridge,
             Link::Node | Link::Sys => Self::Unsupported,
         }
@@ -246,7 +246,7 @@ pub(crate) fn classify(a: &Endpoint, b: &Endpoint) -> Link {
             .checked_shl(u32::from(x.index))
             .is_some_and(|bit| y.peers & bit != 0);
         if x_to_y && y_to_x && x.links != 0 && y.links != 0 {
-            return Link::NvLink(x.links.min(y.links));
+            return Link::Nv(x.links.min(y.links));
         }
     }
     if a.host_bridge != b.host_bridge {

@@ -103,10 +103,10 @@ fn nvlink_needs_both_ends() {
         peers: 0b01,
         links: 4,
     });
-    assert_eq!(classify(&g0, &g1), Link::NvLink(4));
-    assert_eq!(classify(&g1, &g0), Link::NvLink(4));
+    assert_eq!(classify(&g0, &g1), Link::Nv(4));
+    assert_eq!(classify(&g1, &g0), Link::Nv(4));
     assert_eq!(classify(&g0, &edu), Link::Pix);
-    assert_eq!(P2pPath::of(Link::NvLink(4)), P2pPath::NvLink);
+    assert_eq!(P2pPath::of(Link::Nv(4)), P2pPath::NvLink);
     // An index past the mask width never matches.
     g1.nvlink = Some(NvLinkEnd {
         index: 40,
@@ -178,11 +178,11 @@ fn p2p_gate() {
         p2p_allowed(Link::Pix, -1, Auto),
         "switch paths do not need the kernel's allow-list"
     );
-    assert!(p2p_allowed(Link::NvLink(2), -1, Auto));
+    assert!(p2p_allowed(Link::Nv(2), -1, Auto));
     assert!(!p2p_allowed(Link::Phb, -1, Auto));
     assert!(p2p_allowed(Link::Phb, 2, Auto));
     assert!(!p2p_allowed(Link::Sys, 10, Auto));
     assert!(p2p_allowed(Link::Sys, -1, AllowAll));
-    assert!(!p2p_allowed(Link::NvLink(18), 0, DenyAll));
+    assert!(!p2p_allowed(Link::Nv(18), 0, DenyAll));
     assert_eq!(crate::topology::link::GateOverride::from_param(7), Auto);
 }
