@@ -18,7 +18,7 @@ dmesg | grep -E 'DMAR: IOMMU enabled' | sed 's/^\[[ 0-9.]*\] //' | show
 
 dmesg_mark
 demo "== insmod nvrs.ko emulated=1 =="
-insmod /lib/modules/nvrs.ko emulated=1
+insmod /lib/modules/nvrs.ko emulated=1 peer_device=0x123411e8
 dmesg_new | grep -E '^\[[ 0-9.]*\] nvrs' | sed 's/^\[[ 0-9.]*\] //' | show
 n=$(nvrs_bound | wc -l)
 demo "== $n GPUs bound; /sys/kernel/debug/nvrs/<device>/info =="
@@ -27,6 +27,21 @@ for bdf in $(nvrs_bound); do
 	show </sys/kernel/debug/nvrs/$bdf/info
 done
 check "demo: $n GPUs bound" test "$n" -ge 1
+demo "== /sys/kernel/debug/nvrs/topology =="
+show </sys/kernel/debug/nvrs/topology
+
+demo "== GPUDirect RDMA: a process allocates 4 MiB on GPU0; the consumer module (an RDMA-driver"
+demo "   stand-in on QEMU's edu) pins 2 MiB of it, DMA-maps it through the IOMMU, and edu writes"
+demo "   2 KiB into GPU memory by DMA, checked by DMA readback and through the CPU =="
+insmod /lib/modules/nvrs_consumer.ko
+announce_apertures
+nvrs-tool alloc A 0 4M \; ctl pin 0 @A 0x200000 \; ctl map 0 \; ctl dma 0 0x1000 0xc0ffee00 \; \
+	sh "cat /sys/kernel/debug/nvrs/p2p" \; free A \; ctl status 0 2>&1 | show
+check "demo: pin, map and DMA" nvrs-tool alloc A 0 2M \; ctl pin 1 @A 0x10000 \; ctl put 1
+first=$(nvrs_bound | head -n1)
+demo "== /sys/kernel/debug/nvrs/$first/pmm/stats =="
+show </sys/kernel/debug/nvrs/$first/pmm/stats
+rmmod nvrs_consumer
 demo "== rmmod nvrs =="
 check "demo: rmmod nvrs" rmmod nvrs
 demo "  nvrs unloaded; debugfs entries left: $(ls /sys/kernel/debug/nvrs 2>/dev/null | wc -l)"

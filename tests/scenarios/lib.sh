@@ -60,6 +60,17 @@ nvrs_bound() {
 	ls /sys/bus/pci/drivers/nvrs 2>/dev/null | grep '^0000:' || true
 }
 
+# Tells the runner where each GPU's aperture is, so that it can check the
+# bytes edu wrote by DMA in the GPUs' backing files after the VM has stopped.
+announce_apertures() {
+	for _b in $(nvrs_bound); do
+		_i=$(sed -n 's/^emulated_index: //p' /sys/kernel/debug/nvrs/$_b/info)
+		_p=$(sed -n 's/^aperture: BAR resource [0-9]* at \(0x[0-9a-f]*\),.*/\1/p' \
+			/sys/kernel/debug/nvrs/$_b/info)
+		echo "nvrs-hostcheck: gpu $_i $_p"
+	done
+}
+
 # dmesg lines since the last call of dmesg_mark.
 dmesg_mark() {
 	_dmesg_lines=$(dmesg | wc -l)

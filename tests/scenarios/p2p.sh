@@ -26,13 +26,7 @@ check "insmod nvrs" insmod $M/nvrs.ko emulated=1 peer_device=0x123411e8
 check "insmod consumer" insmod $M/nvrs_consumer.ko
 check "/dev/nvrs exists" test -c /dev/nvrs
 GPU1=$(nvrs_bound | sed -n 2p)
-# Tell the runner where each GPU's aperture is, so that it can check the
-# bytes edu wrote in the GPUs' backing files after the VM has stopped.
-for bdf in $(nvrs_bound); do
-	idx=$(sed -n 's/^emulated_index: //p' $D/$bdf/info)
-	phys=$(sed -n 's/^aperture: BAR resource [0-9]* at \(0x[0-9a-f]*\),.*/\1/p' $D/$bdf/info)
-	echo "nvrs-hostcheck: gpu $idx $phys"
-done
+announce_apertures
 fb_total() { sed -n "s/^total_bytes: \([0-9]*\).*/\1/p" $D/$1/pmm/stats; }
 
 tool "pin, map for edu, DMA and verify on GPU0 (2 KiB at two offsets)" \

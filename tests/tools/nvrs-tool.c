@@ -321,6 +321,7 @@ static int run(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(cmd, "sh") && argc == 2) {
+		fflush(stdout);
 		ret = system(argv[1]);
 		return ret ? -EIO : 0;
 	}
