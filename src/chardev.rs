@@ -209,9 +209,22 @@ impl MiscDevice for NvrsFile {
         if va % P2P_PAGE_SIZE != 0 || len % P2P_PAGE_SIZE != 0 {
             return Err(EINVAL);
         }
+        // A private mapping would get copy-on-write semantics over device memory.
+        if vma.flags() & kernel::mm::virt::flags::SHARED == 0 {
+            return Err(EINVAL);
+        }
         let want = Span::new(va, len).ok_or(EINVAL)?;
         let a = me.vs.find(&want).ok_or(ENOENT)?;
-        a.state.lock().cpu_mapped = true;
+        {
+            // Ordered with `VaSpace::free`, which sets `released` and then reads `cpu_mapped`
+            // under the same lock: either the free sees the mapping coming (and keeps the
+            // memory), or this sees the free and refuses.
+            let mut st = a.state.lock();
+            if st.released || a.backing.mem.is_gone() {
+                return Err(ENOENT);
+            }
+            st.cpu_mapped = true;
+        }
         vma.set_io();
         vma.set_dontexpand();
         vma.set_dontcopy();

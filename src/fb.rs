@@ -17,6 +17,11 @@ use kernel::{
     debugfs, new_mutex,
     prelude::*,
     sync::{
+        atomic::{
+            Acquire,
+            Atomic,
+            Release, //
+        },
         Arc,
         Mutex, //
     },
@@ -40,6 +45,8 @@ pub(crate) struct FbMemory {
     pub(crate) pmm: Mutex<Pmm<KernelStorage>>,
     /// CPU physical address of the aperture (offset 0 of the manager's address space).
     pub(crate) aperture_phys: u64,
+    /// The GPU is going away: no new allocations, pins or DMA mappings.
+    gone: Atomic<bool>,
 }
 
 /// Maps a memory-manager error to an errno.
@@ -67,9 +74,20 @@ impl FbMemory {
             try_pin_init!(Self {
                 pmm <- new_mutex!(pmm),
                 aperture_phys,
+                gone: Atomic::new(false),
             }),
             GFP_KERNEL,
         )
+    }
+
+    /// Marks the GPU as going away.
+    pub(crate) fn set_gone(&self) {
+        self.gone.store(true, Release);
+    }
+
+    /// Whether the GPU is going away.
+    pub(crate) fn is_gone(&self) -> bool {
+        self.gone.load(Acquire)
     }
 
     /// Free bytes.

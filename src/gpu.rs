@@ -311,9 +311,18 @@ impl Registered {
 
 impl Drop for Registered {
     fn drop(&mut self) {
-        // No new allocations: the GPU leaves the registry first.
+        // No new allocations, pins or mappings from here on: the memory manager refuses them
+        // (checked under the locks that allocation, pinning and mapping hold).
+        if let Some(mem) = &self.0.mem {
+            mem.set_gone();
+        }
         GPUS.lock().gpus.retain(|g| !Arc::ptr_eq(g, &self.0));
         crate::vaspace::release_gpu(&self.0);
+        if let Some(mem) = &self.0.mem {
+            // Pins that outlive their allocation's VA space (persistent ones) lose their
+            // mappings of the departing aperture.
+            crate::p2p::pin::unmap_gpu(mem);
+        }
     }
 }
 

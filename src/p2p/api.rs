@@ -65,11 +65,20 @@ fn get_pages(
     }
     let alloc = vaspace::lookup_current(&span).ok_or(EINVAL)?;
     let offset = span.start() - alloc.span.start();
-    let (_pin, table) = P2pPin::create(alloc, va, offset, span.len(), persistent, callback, data)?;
-    // SAFETY: `out` is non-null and, by the API contract, points to a writable
-    // `nvidia_p2p_page_table_t *` of the caller.
-    unsafe { out.write(table) };
-    Ok(())
+    P2pPin::create(
+        alloc,
+        va,
+        offset,
+        span.len(),
+        persistent,
+        callback,
+        data,
+        |table| {
+            // SAFETY: `out` is non-null and, by the API contract, points to a writable
+            // `nvidia_p2p_page_table_t *` of the caller.
+            unsafe { out.write(table) }
+        },
+    )
 }
 
 /// `nvidia_p2p_get_pages()`: a non-persistent pin; `free_callback` is mandatory.
@@ -101,9 +110,13 @@ pub(crate) extern "C" fn nvidia_p2p_get_pages_persistent(
     page_table: *mut *mut abi::PageTable,
     flags: u32,
 ) -> c_int {
-    // BAR1 is the only mapping nvrs makes, so FORCE_BAR1_MAPPING asks for nothing new.
     if flags & !abi::FLAGS_FORCE_BAR1_MAPPING != 0 {
         return EINVAL.to_errno();
+    }
+    // FORCE_BAR1_MAPPING selects BAR1 over coherent memory on C2C platforms; on the PCIe GPUs
+    // nvrs drives it is not supported, as in NVIDIA's driver.
+    if flags & abi::FLAGS_FORCE_BAR1_MAPPING != 0 {
+        return ENOTSUPP.to_errno();
     }
     ret(get_pages(
         virtual_address,
@@ -115,13 +128,13 @@ pub(crate) extern "C" fn nvidia_p2p_get_pages_persistent(
     ))
 }
 
-/// Ends the pin named by `(current process, va, table)` after checking it is of the expected
-/// kind.
+/// Ends the pin named by `(va, table)` after checking it is of the expected kind.
 ///
-/// A pin is found by its table's address, its VA and its owner, like NVIDIA's driver finds it
-/// among the calling process's objects. A stale pointer (after a revocation or a put) names no
-/// pin, and the call returns 0 — even if the table's memory has since been reused for another
-/// pin, which then has another VA or owner: the address alone is never trusted.
+/// A pin is found by its table's address and its VA. A stale pointer (after a revocation or a
+/// put) names no pin, and the call returns 0 — even if the table's memory has since been reused
+/// for another pin: GPU VAs are unique across processes and never reused
+/// ([`crate::vaspace::range`]), so the other pin has another VA. The address alone is never
+/// trusted. Any context may put a pin (a worker, another thread of the owner).
 fn put(va: u64, table: *mut abi::PageTable, persistent: bool) -> Result {
     if table.is_null() {
         return Ok(());
@@ -129,7 +142,7 @@ fn put(va: u64, table: *mut abi::PageTable, persistent: bool) -> Result {
     let Some(pin) = pin::lookup(table as usize) else {
         return Ok(());
     };
-    if pin.va != va || pin.alloc.tgid != crate::helpers::current_tgid() {
+    if pin.va != va {
         return Ok(());
     }
     if pin.persistent != persistent {
@@ -185,14 +198,14 @@ fn dma_map(
     }
     let mapping = DmaMapping::new(&pin.table, peer, crate::p2p_coalesce())?;
     let ptr = mapping.as_ptr();
-    {
-        let mut maps = pin.dma.lock();
-        // A revocation that started meanwhile would miss this mapping: refuse instead.
-        if pin.state() != PinState::Live {
-            return Err(EINVAL);
-        }
-        maps.push(mapping, GFP_KERNEL)?;
+    let mut maps = pin.dma.lock();
+    // A revocation (or the GPU's removal) that started meanwhile would miss this mapping:
+    // refuse instead. Both tear mappings down under this lock.
+    if pin.state() != PinState::Live || pin.alloc.backing.mem.is_gone() {
+        return Err(EINVAL);
     }
+    maps.push(mapping, GFP_KERNEL)?;
+    // Handed out under the lock, before any teardown can free it.
     // SAFETY: `out` is non-null and, by the API contract, points to a writable
     // `nvidia_p2p_dma_mapping_t *` of the caller.
     unsafe { out.write(ptr) };

@@ -15,9 +15,10 @@
 //! revocation ([`P2pPin::revoke`]: the allocation was freed, the process exited, or the GPU went
 //! away). [`PinState`] arbitrates: whoever moves it out of `Live` does the work. A `put` that
 //! finds a revocation in flight waits for it to finish and returns 0, as NVIDIA's driver does.
-//! Revocation calls the consumer's free callback with no nvrs lock held (the callback may take
-//! its own locks, which the consumer may also hold while calling into nvrs), then tears down the
-//! DMA mappings and frees the table.
+//! Revocation calls the consumer's free callback with no nvrs lock held, then tears down the DMA
+//! mappings and frees the table. So a consumer must not hold a lock its callback takes while it
+//! calls `put_pages` on the same memory (gdrdrv drops its lock first): the put would wait for a
+//! callback that waits for the lock. A put from the callback itself is refused with `-EIO`.
 
 use core::ffi::c_void;
 
@@ -126,6 +127,23 @@ pub(crate) fn lookup(key: usize) -> Option<Arc<P2pPin>> {
     reg.pins.get(i).map(|(_, p)| p.clone())
 }
 
+/// Unmaps every DMA mapping of every pin on the memory of `mem` (its GPU is going away).
+pub(crate) fn unmap_gpu(mem: &crate::fb::FbMemory) {
+    let victims = {
+        let reg = PINS.lock();
+        let mut v = KVec::new();
+        for (_, p) in reg.pins.iter() {
+            if core::ptr::eq(&*p.alloc.backing.mem, mem) && v.push(p.clone(), GFP_KERNEL).is_err() {
+                break;
+            }
+        }
+        v
+    };
+    for p in victims.iter() {
+        p.unmap_all();
+    }
+}
+
 /// Renders `debugfs/nvrs/p2p`: the number of live pins, then one line per pin.
 pub(crate) fn render(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     let reg = PINS.lock();
@@ -156,8 +174,11 @@ pub(crate) fn render(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
 
 impl P2pPin {
     /// Pins `[offset, offset + len)` of `alloc` (both multiples of 64 KiB, inside it): counts a
-    /// P2P pin on every chunk, builds the page table, registers the pin. Returns the pin and
-    /// its table address.
+    /// P2P pin on every chunk, builds the page table, registers the pin, and hands the table to
+    /// `publish` — all under the allocation's lock, so that no revocation can run, and no free
+    /// callback fire, before the consumer holds the table (the race of NVIDIA's PR #557).
+    /// Nothing can fail after the pin becomes visible.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn create(
         alloc: Arc<Allocation>,
         va: u64,
@@ -166,7 +187,8 @@ impl P2pPin {
         persistent: bool,
         callback: abi::FreeCallback,
         data: *mut c_void,
-    ) -> Result<(Arc<P2pPin>, *mut abi::PageTable)> {
+        publish: impl FnOnce(*mut abi::PageTable),
+    ) -> Result {
         let entries = u32::try_from(len / P2P_PAGE_SIZE).map_err(|_| EINVAL)?;
         let phys = alloc.gpu.aperture.phys;
         let table = TableMemory::new(entries, &alloc.gpu.uuid, |i| {
@@ -192,47 +214,64 @@ impl P2pPin {
             GFP_KERNEL,
         )?;
         let key = pin.table.key();
-        // Publish under the allocation's lock, so a concurrent release either refuses us
-        // (released) or sees the pin and revokes it.
+        // A concurrent release either finds `released` set first and refuses us, or waits for
+        // this lock and then sees (and revokes) a pin its consumer already holds.
         let mut st = alloc.state.lock();
-        if st.released {
+        if st.released || alloc.backing.mem.is_gone() {
             return Err(EINVAL);
         }
-        st.pins.push(pin.clone(), GFP_KERNEL)?;
+        // A persistent pin holds nvrs itself; taken first so that nothing fails once published.
+        if persistent && !crate::helpers::module_get() {
+            // nvrs is being unloaded.
+            return Err(ENODEV);
+        }
+        let undo_module = |()| {
+            if persistent {
+                crate::helpers::module_put();
+            }
+        };
+        if let Err(e) = st.pins.reserve(1, GFP_KERNEL) {
+            undo_module(());
+            return Err(e.into());
+        }
         if let Err(e) = pin.count_chunks(true) {
-            st.pins.pop();
+            undo_module(());
             return Err(e);
         }
         let mut reg = PINS.lock();
-        let at = match reg.position(key) {
+        let res = match reg.position(key) {
             Ok(_) => Err(EEXIST),
-            Err(at) => Ok(at),
+            Err(at) => reg
+                .pins
+                .reserve(1, GFP_KERNEL)
+                .map_err(Error::from)
+                .and_then(|()| {
+                    reg.pins
+                        .insert_within_capacity(at, (key, pin.clone()))
+                        .map_err(|_| ENOMEM)
+                }),
         };
-        let res = at.and_then(|at| {
-            reg.pins.reserve(1, GFP_KERNEL)?;
-            reg.pins
-                .insert_within_capacity(at, (key, pin.clone()))
-                .map_err(|_| ENOMEM)
-        });
         drop(reg);
         if let Err(e) = res {
-            st.pins.pop();
             let _ = pin.count_chunks(false);
+            undo_module(());
             return Err(e);
         }
-        if persistent && !crate::helpers::module_get() {
-            // nvrs is being unloaded.
-            drop(st);
-            pin.finish();
-            return Err(ENODEV);
-        }
-        Ok((pin, key as *mut abi::PageTable))
+        // Capacity was reserved above.
+        let _ = st.pins.push_within_capacity(pin.clone());
+        publish(key as *mut abi::PageTable);
+        Ok(())
     }
 
     /// Adds (or drops) one P2P pin on every chunk the pin covers.
     fn count_chunks(&self, add: bool) -> Result {
         let mut pmm = self.alloc.backing.mem.pmm.lock();
-        for (done, p) in self.alloc.pieces_in(self.offset, self.len).iter().enumerate() {
+        for (done, p) in self
+            .alloc
+            .pieces_in(self.offset, self.len)
+            .iter()
+            .enumerate()
+        {
             let r = if add {
                 pmm.p2p_pin(p.id)
             } else {
@@ -281,12 +320,14 @@ impl P2pPin {
         if let Err(e) = self.count_chunks(false) {
             pr_err!("dropping P2P pins: {e:?}\n");
         }
+        // Forget the pin before waking waiters, so a revocation woken here does not find it
+        // again; drop the module reference last.
+        self.alloc.pin_gone(self);
+        *self.state.lock() = PinState::Dead;
+        self.done.complete_all();
         if self.persistent {
             crate::helpers::module_put();
         }
-        *self.state.lock() = PinState::Dead;
-        self.done.complete_all();
-        self.alloc.pin_gone(self);
     }
 
     /// Ends the pin at its consumer's request (`put_pages`). If a revocation is in flight, waits

@@ -291,7 +291,6 @@ fn alloc_backing(mem: &Arc<FbMemory>, size: u64, contiguous: bool, zero: bool) -
 
 /// Mutable state of a VA space.
 pub(crate) struct VaInner {
-    va: VaAllocator,
     /// Live allocations, sorted by VA (VAs only grow, so appending keeps the order).
     allocs: KVVec<Arc<Allocation>>,
     /// Freed allocations that were CPU-mapped: their memory stays until the VA space closes.
@@ -315,10 +314,18 @@ kernel::sync::global_lock! {
     pub(crate) unsafe(uninit) static VASPACES: Mutex<KVec<Arc<VaSpace>>> = KVec::new();
 }
 
-/// Initialises the VA-space registry. Called once, from module init.
+kernel::sync::global_lock! {
+    // SAFETY: `init_registry` calls `init` from the module initialiser, before `/dev/nvrs` is
+    // registered and so before any other use.
+    pub(crate) unsafe(uninit) static VA: Mutex<VaAllocator> = VaAllocator::new();
+}
+
+/// Initialises the VA-space registry and the VA allocator. Called once, from module init.
 pub(crate) fn init_registry() {
     // SAFETY: Module init runs once, so `init` is called exactly once, before any other use.
     unsafe { VASPACES.init() };
+    // SAFETY: As above.
+    unsafe { VA.init() };
 }
 
 fn current_tgid() -> Pid {
@@ -338,7 +345,6 @@ impl VaSpace {
             try_pin_init!(Self {
                 tgid,
                 inner <- new_mutex!(VaInner {
-                    va: VaAllocator::default(),
                     allocs: KVVec::new(),
                     zombies: KVVec::new(),
                     opens: 1,
@@ -381,8 +387,12 @@ impl VaSpace {
         }
         let mem = gpu.mem.clone().ok_or(ENODEV)?;
         let mut inner = self.inner.lock();
-        let span = inner.va.alloc(size).map_err(|_| ENOMEM)?;
+        // Checked under `inner`, which `release_gpu` takes after setting it.
+        if mem.is_gone() {
+            return Err(ENODEV);
+        }
         let backing = alloc_backing(&mem, size, contiguous, zero)?;
+        let span = VA.lock().alloc(size).map_err(|_| ENOMEM)?;
         if zero {
             // `NVRS_ALLOC_ZERO` promises zero memory: clear what the manager does not know to be.
             let l = backing.layout;

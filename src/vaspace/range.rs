@@ -2,10 +2,12 @@
 
 //! GPU virtual-address ranges: handing out VAs and checking ranges against allocations.
 //!
-//! A process's GPU VA space spans [`VA_BASE`, `VA_LIMIT`). Allocations get VAs from a bump
-//! allocator aligned to the 2 MiB root chunk: VAs are never reused within a VA space, so a stale
-//! VA (say, in an RDMA driver's cache after the memory was freed) can never name a newer
-//! allocation. The space holds 2^47 bytes, enough for 64 million 2 MiB allocations.
+//! GPU VAs span [`VA_BASE`, `VA_LIMIT`). Allocations get VAs from one bump allocator shared by
+//! every process: VAs are unique across processes and never reused while nvrs is loaded, so a
+//! stale VA (say, in an RDMA driver's cache after the memory was freed) can never name a newer
+//! allocation, and a (VA, page table) pair names at most one pin. Allocations of 2 MiB or more
+//! are aligned to the 2 MiB root chunk, smaller ones to 64 KiB. The space holds 2^47 bytes:
+//! two billion 64 KiB allocations.
 //!
 //! `nvidia_p2p_get_pages()` takes a VA and a length from a foreign driver; [`check_p2p_range`]
 //! and [`Span::contains`] decide whether they describe 64 KiB pages inside one allocation.
@@ -87,25 +89,36 @@ pub(crate) struct VaAllocator {
 
 impl Default for VaAllocator {
     fn default() -> Self {
-        Self { next: VA_BASE }
+        Self::new()
     }
 }
 
 impl VaAllocator {
-    /// Reserves `len` bytes (a non-zero multiple of 64 KiB) at a 2 MiB-aligned VA.
+    /// An allocator starting at [`VA_BASE`].
+    pub(crate) const fn new() -> Self {
+        Self { next: VA_BASE }
+    }
+
+    /// Reserves `len` bytes (a non-zero multiple of 64 KiB): at a 2 MiB-aligned VA from 2 MiB
+    /// on, at a 64 KiB-aligned one below.
     pub(crate) fn alloc(&mut self, len: u64) -> Result<Span, RangeError> {
         if len == 0 || len % P2P_PAGE_SIZE != 0 {
             return Err(RangeError::Invalid);
         }
-        let span = Span::new(self.next, len).ok_or(RangeError::Exhausted)?;
-        let next = span
-            .end()
-            .checked_next_multiple_of(ROOT_CHUNK_SIZE)
+        let align = if len >= ROOT_CHUNK_SIZE {
+            ROOT_CHUNK_SIZE
+        } else {
+            P2P_PAGE_SIZE
+        };
+        let start = self
+            .next
+            .checked_next_multiple_of(align)
             .ok_or(RangeError::Exhausted)?;
-        if next > VA_LIMIT {
+        let span = Span::new(start, len).ok_or(RangeError::Exhausted)?;
+        if span.end() > VA_LIMIT {
             return Err(RangeError::Exhausted);
         }
-        self.next = next;
+        self.next = span.end();
         Ok(span)
     }
 }

@@ -435,6 +435,8 @@ static int cmd_badinput(u64 va, u64 len)
 	expect("range past the allocation", nvidia_p2p_get_pages(0, 0, va, len + 1024 * GPU_PAGE, &pt, dummy_cb, NULL), -EINVAL);
 	expect("persistent NULL table pointer", nvidia_p2p_get_pages_persistent(va, len, NULL, 0), -EINVAL);
 	expect("persistent bad flags", nvidia_p2p_get_pages_persistent(va, len, &pt, 0x80), -EINVAL);
+	expect("persistent FORCE_BAR1 on PCIe", nvidia_p2p_get_pages_persistent(va, len, &pt,
+	       NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING), -ENOTSUPP);
 	expect("pt untouched on error", pt != NULL, 0);
 	expect("put NULL table", nvidia_p2p_put_pages(0, 0, va, NULL), 0);
 	expect("put_persistent NULL table", nvidia_p2p_put_pages_persistent(va, NULL, 0), 0);

@@ -62,15 +62,21 @@ fn va_allocator_never_reuses_and_aligns() {
     let a = va.alloc(K64).unwrap();
     let b = va.alloc(3 * M2 + K64).unwrap();
     let c = va.alloc(K64).unwrap();
+    let d = va.alloc(K64).unwrap();
     assert_eq!(a.start(), VA_BASE);
-    assert_eq!(b.start(), VA_BASE + M2);
-    assert_eq!(c.start(), VA_BASE + 5 * M2);
+    assert_eq!(b.start(), VA_BASE + M2, "2 MiB and larger: 2 MiB aligned");
+    assert_eq!(
+        c.start(),
+        VA_BASE + 4 * M2 + K64,
+        "smaller: packed at 64 KiB"
+    );
+    assert_eq!(d.start(), c.end());
     assert!(a.end() <= b.start() && b.end() <= c.start());
     assert_eq!(va.alloc(0), Err(RangeError::Invalid));
     assert_eq!(va.alloc(4096), Err(RangeError::Invalid));
     assert_eq!(va.alloc(VA_LIMIT), Err(RangeError::Exhausted));
     // The failed requests consumed nothing.
-    assert_eq!(va.alloc(K64).unwrap().start(), VA_BASE + 6 * M2);
+    assert_eq!(va.alloc(K64).unwrap().start(), d.end());
 }
 
 #[test]
