@@ -386,6 +386,11 @@ impl VaSpace {
             return Err(EINVAL);
         }
         let mem = gpu.mem.clone().ok_or(ENODEV)?;
+        // More than the GPU has can never succeed; refusing it here also keeps absurd sizes
+        // away from the metadata allocations below.
+        if size > mem.total_bytes() {
+            return Err(ENOMEM);
+        }
         let mut inner = self.inner.lock();
         // Checked under `inner`, which `release_gpu` takes after setting it.
         if mem.is_gone() {

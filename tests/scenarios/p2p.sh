@@ -70,7 +70,8 @@ tool "bad-input matrix" \
 	ctl put 15 \; ctl put 15 \; free A \; !EINVAL ctl pin 5 @A 0x10000
 tool "ioctl bad inputs" \
 	!EINVAL alloc B 0 0 \; !EINVAL alloc B 0 4096 \; !ENODEV alloc B 9 64K \; \
-	!EINVAL alloc B 0 64K 0x80 \; !ENOMEM alloc B 0 1G \; !ENOENT freeva 0x1234 \; \
+	!EINVAL alloc B 0 64K 0x80 \; !ENOMEM alloc B 0 1G \; !ENOMEM alloc B 0 0x7fffffffffff0000 \; \
+	!ENOMEM alloc B 0 0xffffffffffff0000 \; !ENOENT freeva 0x1234 \; \
 	!ENOTTY raw 0x1234 0 \; !EFAULT raw 0xc018e502 0x10 \; !ENODEV info 7
 tool "the whole memory can be pinned; then allocation fails cleanly" \
 	alloc A 1 $(( $(fb_total $GPU1) / 1024 ))K \; ctl pin 6 @A $(fb_total $GPU1) \; \
