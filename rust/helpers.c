@@ -13,6 +13,7 @@
 #include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/pci-p2pdma.h>
+#include <linux/pid.h>
 #include <linux/sched.h>
 #include <linux/topology.h>
 
@@ -263,6 +264,38 @@ int nvrs_zero_mmio(u64 phys, u64 len)
 int nvrs_current_tgid(void)
 {
 	return task_tgid_nr(current);
+}
+
+/**
+ * nvrs_current_process() - the calling process's struct pid, for comparison
+ *
+ * Return: task_tgid(current), without a reference.
+ */
+void *nvrs_current_process(void)
+{
+	return task_tgid(current);
+}
+
+/**
+ * nvrs_current_process_get() - the calling process's struct pid, referenced
+ *
+ * Holding the reference keeps the struct pid from being freed and reused by a
+ * later process, so comparing pointers identifies a process for good.
+ *
+ * Return: get_pid(task_tgid(current)).
+ */
+void *nvrs_current_process_get(void)
+{
+	return get_pid(task_tgid(current));
+}
+
+/**
+ * nvrs_process_put() - drop a reference taken by nvrs_current_process_get()
+ * @pid: the struct pid
+ */
+void nvrs_process_put(void *pid)
+{
+	put_pid(pid);
 }
 
 /**

@@ -272,7 +272,15 @@ impl RegistryGuard {
 
 impl Drop for RegistryGuard {
     fn drop(&mut self) {
-        GPUS.lock().debugfs = None;
+        // Statics outlive the module's code but not its unload: free every registry's buffer
+        // (a static's own `Drop` never runs).
+        {
+            let mut reg = GPUS.lock();
+            reg.debugfs = None;
+            drop(core::mem::take(&mut reg.gpus));
+        }
+        crate::vaspace::fini_registry();
+        crate::p2p::pin::fini_registry();
     }
 }
 

@@ -62,6 +62,9 @@ extern "C" {
     fn nvrs_pci_dev_get(pdev: *mut c_void) -> *mut c_void;
     fn nvrs_pci_dev_put(pdev: *mut c_void);
     fn nvrs_current_tgid() -> c_int;
+    fn nvrs_current_process() -> *mut c_void;
+    fn nvrs_current_process_get() -> *mut c_void;
+    fn nvrs_process_put(pid: *mut c_void);
     fn nvrs_zero_mmio(phys: u64, len: u64) -> c_int;
     fn nvrs_module_get() -> bool;
     fn nvrs_module_put();
@@ -252,6 +255,44 @@ pub(crate) fn zero_mmio(phys: u64, len: u64) -> Result {
 pub(crate) fn current_tgid() -> i32 {
     // SAFETY: No preconditions; reads `current`.
     unsafe { nvrs_current_tgid() }
+}
+
+/// A process, held by a reference on its `struct pid` (so it is never confused with a later
+/// process that reuses its id).
+///
+/// # Invariants
+///
+/// `pid` is a `struct pid` on which this object holds a reference.
+pub(crate) struct ProcessRef {
+    pid: *mut c_void,
+}
+
+// SAFETY: A `struct pid` reference may be held and dropped from any thread.
+unsafe impl Send for ProcessRef {}
+// SAFETY: Shared access only compares the pointer.
+unsafe impl Sync for ProcessRef {}
+
+impl ProcessRef {
+    /// The calling process.
+    pub(crate) fn current() -> Self {
+        // SAFETY: No preconditions; returns a referenced `struct pid`.
+        let pid = unsafe { nvrs_current_process_get() };
+        // INVARIANT: The reference was just taken.
+        Self { pid }
+    }
+
+    /// Whether this is the calling process.
+    pub(crate) fn is_current(&self) -> bool {
+        // SAFETY: No preconditions; the result is only compared.
+        self.pid == unsafe { nvrs_current_process() }
+    }
+}
+
+impl Drop for ProcessRef {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant we hold a reference on `pid`.
+        unsafe { nvrs_process_put(self.pid) }
+    }
 }
 
 /// Takes a reference on nvrs itself (false while it is being unloaded).

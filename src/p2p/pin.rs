@@ -120,6 +120,12 @@ impl PinRegistry {
     }
 }
 
+/// Frees the pin registry's memory at module exit (no pin can exist then: each persistent pin
+/// holds the module, and unbinding the GPUs revoked the others).
+pub(crate) fn fini_registry() {
+    drop(core::mem::take(&mut PINS.lock().pins));
+}
+
 /// The live pin whose page table is at `key`.
 pub(crate) fn lookup(key: usize) -> Option<Arc<P2pPin>> {
     let reg = PINS.lock();

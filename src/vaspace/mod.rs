@@ -57,6 +57,7 @@ use crate::{
     },
 };
 
+use crate::helpers::ProcessRef;
 use layout::Layout;
 use range::{
     Span,
@@ -302,7 +303,9 @@ pub(crate) struct VaInner {
 /// The GPU VA space of one process.
 #[pin_data]
 pub(crate) struct VaSpace {
-    /// The owning thread group.
+    /// The owning process.
+    process: ProcessRef,
+    /// Its id, for display.
     pub(crate) tgid: Pid,
     #[pin]
     inner: Mutex<VaInner>,
@@ -318,6 +321,11 @@ kernel::sync::global_lock! {
     // SAFETY: `init_registry` calls `init` from the module initialiser, before `/dev/nvrs` is
     // registered and so before any other use.
     pub(crate) unsafe(uninit) static VA: Mutex<VaAllocator> = VaAllocator::new();
+}
+
+/// Frees the VA-space registry's memory at module exit (every file is closed by then).
+pub(crate) fn fini_registry() {
+    drop(core::mem::take(&mut *VASPACES.lock()));
 }
 
 /// Initialises the VA-space registry and the VA allocator. Called once, from module init.
@@ -337,12 +345,13 @@ impl VaSpace {
     pub(crate) fn open() -> Result<Arc<Self>> {
         let tgid = current_tgid();
         let mut all = VASPACES.lock();
-        if let Some(vs) = all.iter().find(|v| v.tgid == tgid) {
+        if let Some(vs) = all.iter().find(|v| v.process.is_current()) {
             vs.inner.lock().opens += 1;
             return Ok(vs.clone());
         }
         let vs = Arc::pin_init(
             try_pin_init!(Self {
+                process: ProcessRef::current(),
                 tgid,
                 inner <- new_mutex!(VaInner {
                     allocs: KVVec::new(),
@@ -473,8 +482,11 @@ impl VaSpace {
 
 /// The allocation of the calling process that holds `want`.
 pub(crate) fn lookup_current(want: &Span) -> Option<Arc<Allocation>> {
-    let tgid = current_tgid();
-    let vs = VASPACES.lock().iter().find(|v| v.tgid == tgid).cloned()?;
+    let vs = VASPACES
+        .lock()
+        .iter()
+        .find(|v| v.process.is_current())
+        .cloned()?;
     vs.find(want)
 }
 

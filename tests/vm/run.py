@@ -156,7 +156,30 @@ RESULT = re.compile(r"^(\s*)(ok|not ok) (\d+) (?:- )?([^#]*?)\s*(#.*)?$")
 SUBTEST = re.compile(r"^(\s*)# Subtest: (\S+)")
 BAD = re.compile(r"(Oops|BUG:|WARNING:|KASAN|Kernel panic|general protection fault|"
                  r"Unable to handle|UBSAN:|kernel BUG|Call Trace:|refcount_t:|"
-                 r"list_add corruption|unreferenced object)")
+                 r"list_add corruption|possible circular locking|possible recursive locking|"
+                 r"inconsistent lock state|lock held when returning)")
+
+# kmemleak records made in the context of the test's own processes are leaks of the code under
+# test; those of kernel threads and early boot belong to the kernel.
+OUR_COMMS = {"insmod", "rmmod", "nvrs-tool", "sh", "cat", "echo", "grep", "sed"}
+
+
+def parse_kmemleak(text):
+    """Returns (ours, others): leak records (first line + comm) from the end-of-run scan."""
+    ours, others, record = [], [], None
+    for raw in text.splitlines():
+        line = TS.sub("", raw.rstrip("\r"))
+        if not line.startswith("kmemleak-report: "):
+            continue
+        body = line[len("kmemleak-report: "):]
+        if body.startswith("unreferenced object"):
+            record = [body, None]
+        elif record is not None and body.strip().startswith("comm "):
+            m = re.search(r'comm "([^"]*)"', body)
+            record[1] = m.group(1) if m else "?"
+            (ours if record[1] in OUR_COMMS else others).append(tuple(record))
+            record = None
+    return ours, others
 
 
 def parse_console(text):
@@ -171,7 +194,7 @@ def parse_console(text):
     subtest_at, rerun = {}, {}
     for raw in text.splitlines():
         line = TS.sub("", raw.rstrip("\r"))
-        if BAD.search(line) and "nvrs-tap:" not in line:
+        if BAD.search(line) and "nvrs-tap:" not in line and "kmemleak-report:" not in line:
             problems.append(line.strip())
         if line.startswith("nvrs-tap:"):
             body = line[len("nvrs-tap:"):].strip()
@@ -363,6 +386,16 @@ def main():
     for desc, ok in host_results:
         lines.append(f"{'PASS' if ok else 'FAIL'} host {desc}")
         passed, failed = passed + (1 if ok else 0), failed + (0 if ok else 1)
+    ours, others = parse_kmemleak(console)
+    if "kmemleak-report: end" in console:
+        if ours:
+            for obj, comm in ours[:10]:
+                lines.append(f"FAIL kmemleak: {obj} (comm {comm})")
+            failed += 1
+        else:
+            lines.append(f"PASS kmemleak: no leak from the test's processes"
+                         f" ({len(others)} from the kernel itself)")
+            passed += 1
     if hung:
         lines.append(f"FAIL vm: no power-off within {args.timeout} s (hang)")
         failed += 1
