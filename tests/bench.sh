@@ -14,7 +14,7 @@
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-nvrs_bootstrap
+nvrs_bootstrap bench
 nvrs_build
 echo "== host (cargo --release) =="
 cargo run -q --release --manifest-path "$ROOT/tests/host/Cargo.toml" --example pmm_bench |

@@ -5,14 +5,21 @@
 # built and tested: Debian packages, the Linux 7.3 source, a rust-src that
 # matches `rustc --version`, bindgen, and our own Rust-enabled test kernel.
 #
+# Usage: tests/bootstrap.sh [check|bench]
+#
+# Two kernels can be built: "check" (the default: tests/kernel.config plus the
+# debugging options of tests/kernel-debug.config, lockdep and kmemleak) for
+# tests and the demo, and "bench" (tests/kernel.config alone) for benchmarks.
+#
 # Idempotent: every step checks whether its result already exists. The result
 # is cached outside the repository, in $NVRS_CACHE (default
-# ~/.cache/nvrs); the kernel build directory is keyed by the kernel package
-# version, the config fragment (tests/kernel.config) and the rustc version,
-# so a warm run costs seconds.
+# ~/.cache/nvrs); each kernel build directory is keyed by the kernel package
+# version, its config fragments and the rustc and bindgen versions, so a warm
+# run costs seconds.
 #
-# On success it writes $NVRS_CACHE/env.sh (sourced by the other scripts) and
-# prints its path. Every failure is one line starting with "bootstrap: error:".
+# On success it writes $NVRS_CACHE/env-<kernel>.sh (sourced by the other
+# scripts) and prints its path. Every failure is one line starting with
+# "bootstrap: error:".
 #
 # Environment:
 #   NVRS_CACHE           cache directory (default ~/.cache/nvrs)
@@ -29,7 +36,12 @@ LLVM_VERSION=19
 SUITE=trixie-backports
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-FRAGMENT=$HERE/kernel.config
+PROFILE=${1:-check}
+case "$PROFILE" in
+check) FRAGMENTS=("$HERE/kernel.config" "$HERE/kernel-debug.config") ;;
+bench) FRAGMENTS=("$HERE/kernel.config") ;;
+*) echo "bootstrap: error: unknown kernel '$PROFILE' (check or bench)" >&2; exit 1 ;;
+esac
 CACHE=${NVRS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nvrs}
 JOBS=${NVRS_JOBS:-$(nproc)}
 
@@ -166,7 +178,7 @@ if [ ! -e "$SRC/.done" ]; then
 	touch "$SRC/.done"
 fi
 
-KEY=$( (echo "$LINUX_DEB_VERSION"; cat "$FRAGMENT"; rustc -vV;
+KEY=$( (echo "$LINUX_DEB_VERSION"; cat "${FRAGMENTS[@]}"; rustc -vV;
 	"$BINDGEN" --version; echo "llvm $LLVM_VERSION") | sha256sum | cut -c1-16)
 KDIR=$CACHE/build-$KVER_SERIES-$KEY
 KMAKE=(make -C "$SRC" O="$KDIR" RUST_LIB_SRC="$RUST_LIB_SRC"
@@ -174,18 +186,18 @@ KMAKE=(make -C "$SRC" O="$KDIR" RUST_LIB_SRC="$RUST_LIB_SRC"
 export LIBCLANG_PATH
 
 if [ ! -e "$KDIR/.done" ]; then
-	say "building the test kernel in $KDIR (about 13 minutes on 2 cores)"
+	say "building the $PROFILE kernel in $KDIR (about 8 minutes on 2 cores)"
 	mkdir -p "$KDIR"
 	log=$KDIR/build.log
 	{
 		"${KMAKE[@]}" tinyconfig &&
 		"$SRC/scripts/kconfig/merge_config.sh" -m -O "$KDIR" \
-			"$KDIR/.config" "$FRAGMENT" &&
+			"$KDIR/.config" "${FRAGMENTS[@]}" &&
 		"${KMAKE[@]}" olddefconfig &&
 		"${KMAKE[@]}" rustavailable
 	} >"$log" 2>&1 || die "kernel configuration failed (log: $log)"
-	# Every option the fragment asks for must have survived olddefconfig.
-	grep -E '^CONFIG_[A-Z0-9_]+=[ym]$' "$FRAGMENT" | while read -r want; do
+	# Every option the fragments ask for must have survived olddefconfig.
+	cat "${FRAGMENTS[@]}" | grep -E '^CONFIG_[A-Z0-9_]+=[ym]$' | while read -r want; do
 		grep -qx "$want" "$KDIR/.config" ||
 			die "kernel option lost in olddefconfig: $want"
 	done
@@ -194,7 +206,7 @@ if [ ! -e "$KDIR/.done" ]; then
 	touch "$KDIR/.done"
 fi
 
-cat >"$CACHE/env.sh" <<EOF
+cat >"$CACHE/env-$PROFILE.sh" <<EOF
 # Written by nvrs tests/bootstrap.sh; sourced by the test scripts.
 export NVRS_CACHE='$CACHE'
 export KDIR='$KDIR'
@@ -204,4 +216,4 @@ export RUST_LIB_SRC='$RUST_LIB_SRC'
 export BINDGEN='$BINDGEN'
 export LIBCLANG_PATH='$LIBCLANG_PATH'
 EOF
-echo "$CACHE/env.sh"
+echo "$CACHE/env-$PROFILE.sh"

@@ -10,10 +10,11 @@ ROOT=$(dirname "$TESTS")
 OUT=$ROOT/tests/out
 mkdir -p "$OUT"
 
-# Bring up the toolchain and the cached test kernel, then load its paths.
+# nvrs_bootstrap [check|bench]: bring up the toolchain and the cached kernel,
+# then load its paths.
 nvrs_bootstrap() {
 	local env
-	env=$("$TESTS/bootstrap.sh")
+	env=$("$TESTS/bootstrap.sh" "${1:-check}")
 	# shellcheck disable=SC1090
 	. "$env"
 }
