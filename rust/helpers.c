@@ -7,6 +7,7 @@
 #include <linux/cpumask.h>
 #include <linux/device.h>
 #include <linux/dma-mapping.h>
+#include <linux/fs.h>
 #include <linux/io.h>
 #include <linux/sizes.h>
 #include <linux/mm.h>
@@ -208,6 +209,44 @@ int nvrs_io_remap_wc(void *vma, unsigned long addr, u64 phys, unsigned long size
 unsigned long nvrs_vma_pgoff(void *vma)
 {
 	return ((struct vm_area_struct *)vma)->vm_pgoff;
+}
+
+/**
+ * nvrs_vma_inode_get() - a reference on the inode a VMA maps
+ * @vma: the struct vm_area_struct of a /dev/nvrs mapping
+ *
+ * Return: the inode of the mapped file, with a reference held.
+ */
+void *nvrs_vma_inode_get(void *vma)
+{
+	struct inode *inode = file_inode(((struct vm_area_struct *)vma)->vm_file);
+
+	ihold(inode);
+	return inode;
+}
+
+/**
+ * nvrs_inode_put() - drop a reference taken by nvrs_vma_inode_get()
+ * @inode: the inode
+ */
+void nvrs_inode_put(void *inode)
+{
+	iput(inode);
+}
+
+/**
+ * nvrs_zap_user_mappings() - remove every user mapping of a range of /dev/nvrs
+ * @inode: the device inode
+ * @start: first file offset (a GPU VA: mmap offsets are VAs, unique across
+ *         processes, so the range names one allocation's mappings only)
+ * @len: bytes
+ *
+ * Later accesses through those mappings fault (SIGBUS): the memory behind
+ * them can be handed to someone else.
+ */
+void nvrs_zap_user_mappings(void *inode, u64 start, u64 len)
+{
+	unmap_mapping_range(((struct inode *)inode)->i_mapping, start, len, 1);
 }
 
 /**

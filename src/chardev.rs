@@ -6,10 +6,10 @@
 //! allocate and free GPU memory; `mmap` with the allocation's VA as the offset maps (a 64 KiB
 //! aligned part of) it for the CPU through the aperture, write-combined.
 //!
-//! An allocation that has been CPU-mapped is not given back to the memory manager when freed:
-//! its pins are revoked at once, but the memory stays with the VA space until the process's last
-//! `/dev/nvrs` file is closed, which the kernel delays until every mapping of the file is gone.
-//! So memory is never handed to someone else while a stale CPU mapping can still reach it.
+//! Releasing an allocation (free, process exit, GPU removal) removes its user mappings first:
+//! later accesses through them fault with `SIGBUS`, so memory is never handed to someone else
+//! while a stale CPU mapping can still reach it. `mmap` offsets are GPU VAs, unique across
+//! processes, so removing the offsets of one allocation touches no other mapping.
 //!
 //! The node is created mode 0600 (root only); see the UAPI header for the access policy.
 
@@ -215,15 +215,14 @@ impl MiscDevice for NvrsFile {
         }
         let want = Span::new(va, len).ok_or(EINVAL)?;
         let a = me.vs.find(&want).ok_or(ENOENT)?;
-        {
-            // Ordered with `VaSpace::free`, which sets `released` and then reads `cpu_mapped`
-            // under the same lock: either the free sees the mapping coming (and keeps the
-            // memory), or this sees the free and refuses.
-            let mut st = a.state.lock();
-            if st.released || a.backing.mem.is_gone() {
-                return Err(ENOENT);
-            }
-            st.cpu_mapped = true;
+        // Held while mapping: a release waits for it, then removes what was mapped, or this
+        // sees the release and refuses.
+        let mut st = a.state.lock();
+        if st.released || a.backing.mem.is_gone() {
+            return Err(ENOENT);
+        }
+        if st.mapped.is_none() {
+            st.mapped = Some(helpers::MappedInode::of(vma));
         }
         vma.set_io();
         vma.set_dontexpand();

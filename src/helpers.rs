@@ -59,6 +59,9 @@ extern "C" {
     fn nvrs_dma_unmap_mmio(peer: *mut c_void, dma: u64, size: u64);
     fn nvrs_io_remap_wc(vma: *mut c_void, addr: usize, phys: u64, size: usize) -> c_int;
     fn nvrs_vma_pgoff(vma: *mut c_void) -> usize;
+    fn nvrs_vma_inode_get(vma: *mut c_void) -> *mut c_void;
+    fn nvrs_inode_put(inode: *mut c_void);
+    fn nvrs_zap_user_mappings(inode: *mut c_void, start: u64, len: u64);
     fn nvrs_pci_dev_get(pdev: *mut c_void) -> *mut c_void;
     fn nvrs_pci_dev_put(pdev: *mut c_void);
     fn nvrs_current_tgid() -> c_int;
@@ -292,6 +295,44 @@ impl Drop for ProcessRef {
     fn drop(&mut self) {
         // SAFETY: By the type invariant we hold a reference on `pid`.
         unsafe { nvrs_process_put(self.pid) }
+    }
+}
+
+/// The device inode behind `/dev/nvrs` mappings, held by a reference, to remove those
+/// mappings later.
+///
+/// # Invariants
+///
+/// `inode` is an inode on which this object holds a reference.
+pub(crate) struct MappedInode {
+    inode: *mut c_void,
+}
+
+// SAFETY: An inode reference may be held and dropped from any thread.
+unsafe impl Send for MappedInode {}
+// SAFETY: Shared access only passes the pointer to `unmap_mapping_range`, which is thread-safe.
+unsafe impl Sync for MappedInode {}
+
+impl MappedInode {
+    /// The inode `vma` maps.
+    pub(crate) fn of(vma: &kernel::mm::virt::VmaNew) -> Self {
+        // SAFETY: `vma` is the valid VMA of the current `mmap` call, which maps a file.
+        let inode = unsafe { nvrs_vma_inode_get(vma.as_ptr().cast()) };
+        // INVARIANT: The helper took a reference.
+        Self { inode }
+    }
+
+    /// Removes every user mapping of file offsets `[start, start + len)`.
+    pub(crate) fn zap(&self, start: u64, len: u64) {
+        // SAFETY: `inode` is valid, as we hold a reference (type invariant).
+        unsafe { nvrs_zap_user_mappings(self.inode, start, len) }
+    }
+}
+
+impl Drop for MappedInode {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant we hold a reference on `inode`.
+        unsafe { nvrs_inode_put(self.inode) }
     }
 }
 

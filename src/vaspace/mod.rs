@@ -57,7 +57,10 @@ use crate::{
     },
 };
 
-use crate::helpers::ProcessRef;
+use crate::helpers::{
+    MappedInode,
+    ProcessRef, //
+};
 use layout::Layout;
 use range::{
     Span,
@@ -114,8 +117,9 @@ pub(crate) struct AllocState {
     /// Live pins (persistent and not). Each pin holds the allocation; the pin removes itself
     /// from here when it ends, which breaks the cycle.
     pub(crate) pins: KVec<Arc<P2pPin>>,
-    /// Mapped for the CPU at least once (see [`VaSpace::free`]).
-    pub(crate) cpu_mapped: bool,
+    /// Set once the allocation is mapped for the CPU: the device inode, to remove the user
+    /// mappings when the allocation is released.
+    pub(crate) mapped: Option<MappedInode>,
 }
 
 /// GPU memory at a range of GPU VAs.
@@ -151,16 +155,20 @@ impl Allocation {
         self.backing.pieces.get(s..e).unwrap_or(&[])
     }
 
-    /// Releases the allocation: revokes non-persistent pins (their callbacks run here, with no
-    /// nvrs lock held). The memory goes back when the last reference does: at once, or when the
-    /// last persistent pin is put.
+    /// Releases the allocation: removes its user CPU mappings (later accesses fault), revokes
+    /// non-persistent pins (their callbacks run here, with no nvrs lock held). The memory goes
+    /// back when the last reference does: at once, or when the last persistent pin is put.
     pub(crate) fn release(&self) {
         let victims = {
             let mut st = self.state.lock();
             if st.released {
                 return;
             }
+            // From here `mmap` refuses the allocation, so the zap below catches every mapping.
             st.released = true;
+            if let Some(inode) = &st.mapped {
+                inode.zap(self.span.start(), self.span.len());
+            }
             let mut v = KVec::new();
             for p in st.pins.iter().filter(|p| !p.persistent) {
                 // On allocation failure the pin is revoked below, via `pins`, all the same.
@@ -294,8 +302,6 @@ fn alloc_backing(mem: &Arc<FbMemory>, size: u64, contiguous: bool, zero: bool) -
 pub(crate) struct VaInner {
     /// Live allocations, sorted by VA (VAs only grow, so appending keeps the order).
     allocs: KVVec<Arc<Allocation>>,
-    /// Freed allocations that were CPU-mapped: their memory stays until the VA space closes.
-    zombies: KVVec<Arc<Allocation>>,
     /// Open files of the process.
     opens: usize,
 }
@@ -355,7 +361,6 @@ impl VaSpace {
                 tgid,
                 inner <- new_mutex!(VaInner {
                     allocs: KVVec::new(),
-                    zombies: KVVec::new(),
                     opens: 1,
                 }),
             }),
@@ -375,7 +380,6 @@ impl VaSpace {
                 return;
             }
             all.retain(|v| !Arc::ptr_eq(v, self));
-            drop(core::mem::take(&mut inner.zombies));
             core::mem::take(&mut inner.allocs)
         };
         for a in doomed.iter() {
@@ -428,7 +432,7 @@ impl VaSpace {
                 tgid: self.tgid,
                 gpu,
                 backing,
-                state <- new_mutex!(AllocState { released: false, pins: KVec::new(), cpu_mapped: false }),
+                state <- new_mutex!(AllocState { released: false, pins: KVec::new(), mapped: None }),
             }),
             GFP_KERNEL,
         )?;
@@ -440,13 +444,11 @@ impl VaSpace {
         Ok(span)
     }
 
-    /// Frees the allocation starting at `va`: revokes its pins; returns its memory unless a
-    /// persistent pin holds it or it was CPU-mapped (then it waits for the VA space to close,
-    /// as a user mapping may still reach it).
+    /// Frees the allocation starting at `va`: revokes its pins and removes its CPU mappings; its
+    /// memory goes back unless a persistent pin holds it.
     pub(crate) fn free(&self, va: u64) -> Result {
         let a = {
             let mut inner = self.inner.lock();
-            inner.zombies.reserve(1, GFP_KERNEL)?;
             let i = inner
                 .allocs
                 .binary_search_by_key(&va, |a| a.span.start())
@@ -454,10 +456,6 @@ impl VaSpace {
             inner.allocs.remove(i).map_err(|_| ENOENT)?
         };
         a.release();
-        if a.state.lock().cpu_mapped {
-            // Capacity was reserved above.
-            let _ = self.inner.lock().zombies.push_within_capacity(a);
-        }
         Ok(())
     }
 

@@ -35,10 +35,12 @@ tool "pin, map for edu, DMA and verify on GPU0 (2 KiB at two offsets)" \
 	rd A 0 0x11110000 \; rd A 0x110004 0x22220001 \; \
 	ctl status 0 \; ctl unmap 0 \; ctl put 0 \; free A
 # (Before the DMA tests, which the runner checks in the backing files afterwards.)
-# CPU-mapped memory returns to the manager when its process exits.
-tool "dirty memory is reused as it is" alloc A 1 2M \; wr A 0x20000 0xdeadbeef
-tool "  without NVRS_ALLOC_ZERO the old bytes are still there" alloc B 1 2M \; rd B 0x20000 0xdeadbeef
-tool "  with NVRS_ALLOC_ZERO they are gone" alloc C 1 2M zero \; rd C 0x20000 0
+tool "dirty memory is reused as it is" \
+	alloc A 1 2M \; wr A 0x20000 0xdeadbeef \; free A \; alloc B 1 2M \; rd B 0x20000 0xdeadbeef
+tool "  with NVRS_ALLOC_ZERO it is cleared" \
+	alloc A 1 2M \; wr A 0x20000 0xdeadbeef \; free A \; alloc C 1 2M zero \; rd C 0x20000 0
+tool "freeing removes the CPU mappings: a stale one faults" alloc A 1 2M \; !EFAULT usefree A
+tool "  so does process exit with the memory still mapped" alloc A 1 2M \; wr A 0 1
 tool "the same on GPU1" \
 	alloc A 1 2M \; ctl pin 0 @A 0x200000 \; ctl map 0 \; \
 	ctl dma 0 0x1f0000 0x33330000 \; rd A 0x1f0000 0x33330000 \; ctl put 0 \; free A

@@ -18,6 +18,8 @@
  *   anon SLOT SIZE             map and touch anonymous memory into SLOT
  *   wr SLOT OFFSET VALUE       write a u32 through a CPU mapping of SLOT
  *   rd SLOT OFFSET VALUE       read a u32 through a CPU mapping, compare
+ *   usefree SLOT               map SLOT, free it, then read through the
+ *                              mapping: -EFAULT if that faults (it must)
  *   child CMD...               run the rest of the line in a forked child
  *   sh COMMAND                 run a shell command (e.g. a sysfs write)
  *   race GPU SECONDS           8 threads racing pin/put/free/callback
@@ -32,6 +34,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <time.h>
 #include <stdint.h>
@@ -296,6 +300,41 @@ static int race(int gpu, int seconds)
 	return errors ? -EIO : 0;
 }
 
+static sigjmp_buf fault_jmp;
+
+static void on_fault(int sig)
+{
+	siglongjmp(fault_jmp, sig);
+}
+
+/* Maps SLOT, frees it, then reads through the stale mapping. */
+static int use_after_free(int s)
+{
+	struct nvrs_free f = { .va = slot_va[s] };
+	struct sigaction sa = { .sa_handler = on_fault }, old_bus, old_segv;
+	volatile uint32_t *p;
+	int ret;
+
+	p = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED, fd, slot_va[s]);
+	if (p == MAP_FAILED)
+		return -errno;
+	p[0] = 0x600dcafe;
+	if (ioctl(fd, NVRS_IOCTL_FREE, &f))
+		return -errno;
+	sigaction(SIGBUS, &sa, &old_bus);
+	sigaction(SIGSEGV, &sa, &old_segv);
+	if (sigsetjmp(fault_jmp, 1)) {
+		ret = -EFAULT;
+	} else {
+		printf("read 0x%08x through a freed allocation\n", p[0]);
+		ret = 0;
+	}
+	sigaction(SIGBUS, &old_bus, NULL);
+	sigaction(SIGSEGV, &old_segv, NULL);
+	munmap((void *)p, 1 << 16);
+	return ret;
+}
+
 /* Runs one command; returns 0 or a negative errno. */
 static int run(int argc, char **argv)
 {
@@ -388,6 +427,8 @@ static int run(int argc, char **argv)
 		if (ioctl(fd, strtoul(argv[1], NULL, 0),
 			  (void *)(uintptr_t)strtoull(argv[2], NULL, 0)))
 			return -errno;
+	} else if (!strcmp(cmd, "usefree") && argc == 2) {
+		return use_after_free(slot(argv[1]));
 	} else if ((!strcmp(cmd, "wr") || !strcmp(cmd, "rd")) && argc == 4) {
 		return map_rw(slot(argv[1]), parse_size(argv[2]),
 			      strtoul(argv[3], NULL, 0), cmd[0] == 'w');
