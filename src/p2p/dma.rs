@@ -21,6 +21,7 @@ use crate::{
     hwref::P2P_PAGE_SIZE,
     p2p::{
         abi,
+        coalesce::runs,
         table::TableMemory, //
     },
 };
@@ -45,26 +46,6 @@ pub(crate) struct DmaMapping {
 unsafe impl Send for DmaMapping {}
 // SAFETY: As above: shared access only reads.
 unsafe impl Sync for DmaMapping {}
-
-/// Groups consecutive entries whose physical addresses follow each other into runs:
-/// `(first entry, entries)`.
-pub(crate) fn runs(phys: impl Iterator<Item = u64>) -> impl Iterator<Item = (usize, usize, u64)> {
-    let mut it = phys.enumerate().peekable();
-    core::iter::from_fn(move || {
-        let (start, first) = it.next()?;
-        let mut n = 1usize;
-        let mut next = first.checked_add(P2P_PAGE_SIZE);
-        while let Some(&(_, p)) = it.peek() {
-            if Some(p) != next {
-                break;
-            }
-            it.next();
-            n += 1;
-            next = p.checked_add(P2P_PAGE_SIZE);
-        }
-        Some((start, n, first))
-    })
-}
 
 impl DmaMapping {
     /// Maps every page of `table` for `peer`. With `coalesce` false, maps each 64 KiB page on

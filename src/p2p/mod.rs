@@ -53,6 +53,7 @@
 
 pub(crate) mod abi;
 pub(crate) mod api;
+pub(crate) mod coalesce;
 pub(crate) mod dma;
 pub(crate) mod pin;
 pub(crate) mod table;

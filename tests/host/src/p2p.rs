@@ -4,3 +4,5 @@
 
 #[path = "../../../src/p2p/abi.rs"]
 pub(crate) mod abi;
+#[path = "../../../src/p2p/coalesce.rs"]
+pub(crate) mod coalesce;

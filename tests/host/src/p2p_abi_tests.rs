@@ -556,3 +556,20 @@ fn c_version_macros_match_rust_helpers() {
     assert_c_matches(|e| e.contains("VERSION("));
     assert_c_matches(|e| e.contains("_COMPATIBLE(") || e.contains("_MATCHES("));
 }
+
+#[test]
+fn pages_coalesce_into_runs() {
+    use crate::p2p::coalesce::runs;
+    const K64: u64 = 64 << 10;
+    let v = |p: &[u64]| runs(p.iter().copied()).collect::<Vec<_>>();
+    assert_eq!(v(&[]), vec![]);
+    assert_eq!(v(&[0x1000_0000]), vec![(0, 1, 0x1000_0000)]);
+    // Two adjacent 2 MiB chunks and one elsewhere: two runs.
+    let mut pages: Vec<u64> = (0..64).map(|i| 0x2000_0000 + i * K64).collect();
+    pages.extend((0..32).map(|i| 0x4000_0000 + i * K64));
+    assert_eq!(v(&pages), vec![(0, 64, 0x2000_0000), (64, 32, 0x4000_0000)]);
+    // Backwards order never merges; equal addresses neither.
+    assert_eq!(v(&[2 * K64, K64, K64]).len(), 3);
+    // No overflow at the top of the address space.
+    assert_eq!(v(&[u64::MAX - K64 + 1, 0]).len(), 2);
+}
