@@ -9,7 +9,8 @@
 #
 # Two kernels can be built: "check" (the default: tests/kernel.config plus the
 # debugging options of tests/kernel-debug.config, lockdep and kmemleak) for
-# tests and the demo, and "bench" (tests/kernel.config alone) for benchmarks.
+# tests and the demo, and "bench" (tests/kernel.config plus
+# tests/kernel-bench.config, optimised for speed) for benchmarks.
 #
 # Idempotent: every step checks whether its result already exists. The result
 # is cached outside the repository, in $NVRS_CACHE (default
@@ -39,7 +40,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PROFILE=${1:-check}
 case "$PROFILE" in
 check) FRAGMENTS=("$HERE/kernel.config" "$HERE/kernel-debug.config") ;;
-bench) FRAGMENTS=("$HERE/kernel.config") ;;
+bench) FRAGMENTS=("$HERE/kernel.config" "$HERE/kernel-bench.config") ;;
 *) echo "bootstrap: error: unknown kernel '$PROFILE' (check or bench)" >&2; exit 1 ;;
 esac
 CACHE=${NVRS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nvrs}
