@@ -43,6 +43,20 @@ static u32 nvrs_port_kind(struct pci_dev *bridge)
 }
 
 /**
+ * nvrs_pcim_enable_device() - enable a device, disabled again automatically
+ * @pdev: the device being probed
+ *
+ * The managed variant undoes the enable when probe fails or the device is
+ * unbound, so repeated bind/unbind cycles stay balanced.
+ *
+ * Return: 0 or a negative errno.
+ */
+int nvrs_pcim_enable_device(struct pci_dev *pdev)
+{
+	return pcim_enable_device(pdev);
+}
+
+/**
  * nvrs_pci_describe() - where a PCI function sits
  * @pdev: the function
  * @ep: filled with its id, host bridge, NUMA node and upstream bridges

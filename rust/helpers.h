@@ -36,6 +36,7 @@ struct nvrs_pci_endpoint {
 	struct nvrs_pci_hop hops[NVRS_PCI_MAX_HOPS];
 };
 
+int nvrs_pcim_enable_device(struct pci_dev *pdev);
 int nvrs_pci_describe(struct pci_dev *pdev, struct nvrs_pci_endpoint *ep);
 int nvrs_pci_peers(u32 extra_vendor_device, struct nvrs_pci_endpoint *eps,
 		   u32 max);

@@ -221,8 +221,9 @@ impl MiscDevice for NvrsFile {
         if st.released || a.backing.mem.is_gone() {
             return Err(ENOENT);
         }
-        if st.mapped.is_none() {
-            st.mapped = Some(helpers::MappedInode::of(vma));
+        let inode = helpers::MappedInode::of(vma);
+        if !st.mapped.iter().any(|m| m.same(&inode)) {
+            st.mapped.push(inode, GFP_KERNEL)?;
         }
         vma.set_io();
         vma.set_dontexpand();

@@ -153,8 +153,11 @@ impl pci::Driver for NvrsDriver {
             if kind == Kind::Ivshmem && !crate::emulated() {
                 return Err(ENODEV);
             }
-            pdev.enable_device_mem()
-                .inspect_err(|e| dev_err!(pdev, "cannot enable device memory: {e:?}\n"))?;
+            // Managed: disabled again when probe fails or the device is unbound.
+            crate::helpers::pcim_enable_device(pdev).map_err(|e| {
+                dev_err!(pdev, "cannot enable the device: {e:?}\n");
+                ENODEV
+            })?;
             let aperture = find_aperture(pdev)?;
             let (probed, regs) = match kind {
                 Kind::Nvidia => probe_hardware(pdev, aperture)?,
@@ -169,7 +172,10 @@ impl pci::Driver for NvrsDriver {
                         probed.fb.offset,
                         probed.fb.size,
                     )
-                    .inspect_err(|e| dev_err!(pdev, "cannot set up the memory manager: {e:?}\n"))?,
+                    .map_err(|e| {
+                        dev_err!(pdev, "cannot set up the memory manager: {e:?}\n");
+                        ENODEV
+                    })?,
                 ),
                 // The usable framebuffer of a real GPU comes from its firmware, which nvrs
                 // does not boot yet: no memory is handed out.
@@ -188,8 +194,9 @@ impl pci::Driver for NvrsDriver {
                     uuid: probed.uuid,
                     emu_index: probed.emu_index,
                     nvlink: probed.nvlink,
+                    // Informational only: an unknown position is classified as the farthest (SYS).
                     endpoint: crate::helpers::pci_describe(pdev)
-                        .inspect_err(|e| dev_err!(pdev, "cannot describe PCI position: {e:?}\n"))?,
+                        .unwrap_or_else(|_| crate::topology::link::Endpoint::unknown(0)),
                     pdev: pdev.into(),
                     mem: mem.clone(),
                     index: gpu::free_index(),
@@ -198,13 +205,7 @@ impl pci::Driver for NvrsDriver {
             )?;
             let dir = gpu::debugfs_dir(pdev.as_ref().name())?;
             let registered = Registered::new(info.clone())?;
-            dev_info!(
-                pdev,
-                "{} (chipset {:#x}), {} aperture\n",
-                info.ident.chipset.name,
-                info.ident.chipset.id,
-                Size(aperture.len)
-            );
+            let (chip, chipset) = (info.ident.chipset.name, info.ident.chipset.id);
             let file_data = info.clone();
             let pmm_files = match &mem {
                 Some(m) => Some(KBox::pin_init(FbDebugfs::new(&dir, m), GFP_KERNEL)?),
@@ -217,6 +218,16 @@ impl pci::Driver for NvrsDriver {
                 _registered: registered,
                 info,
                 _regs: regs,
+                // Only once everything is in place: a failed probe prints no success line.
+                _: {
+                    dev_info!(
+                        pdev,
+                        "{} (chipset {:#x}), {} aperture\n",
+                        chip,
+                        chipset,
+                        Size(aperture.len)
+                    );
+                },
             }))
         })
     }
@@ -356,7 +367,10 @@ fn probe_emulated<'bound>(
     }
     let bar = pdev
         .iomap_region_sized::<{ emu_identity::SIZE }>(aperture.bar, c"nvrs/aperture")
-        .inspect_err(|e| dev_err!(pdev, "cannot map the shared memory: {e:?}\n"))?;
+        .map_err(|e| {
+            dev_err!(pdev, "cannot map the shared memory: {e:?}\n");
+            ENODEV
+        })?;
     let mut block = [0u8; emu_identity::SIZE];
     for (i, chunk) in block.chunks_exact_mut(4).enumerate() {
         chunk.copy_from_slice(&bar.try_read32(4 * i)?.to_le_bytes());

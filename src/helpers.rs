@@ -51,6 +51,7 @@ const _: () = assert!(core::mem::size_of::<RawEndpoint>() == 24 + 8 * MAX_HOPS);
 const _: () = assert!(MAX_HOPS == crate::topology::link::MAX_HOPS);
 
 extern "C" {
+    fn nvrs_pcim_enable_device(pdev: *mut c_void) -> c_int;
     fn nvrs_pci_describe(pdev: *mut c_void, ep: *mut RawEndpoint) -> c_int;
     fn nvrs_pci_peers(extra_vendor_device: u32, eps: *mut RawEndpoint, max: u32) -> c_int;
     fn nvrs_p2pdma_distance(provider: *mut c_void, client_id: u32) -> c_int;
@@ -114,6 +115,14 @@ impl RawEndpoint {
         )
         .map_err(|_| E2BIG)
     }
+}
+
+/// Enables `pdev` (memory and I/O decoding), managed: undone when probe fails or the device is
+/// unbound.
+pub(crate) fn pcim_enable_device(pdev: &pci::Device<kernel::device::Core<'_>>) -> Result {
+    // SAFETY: `raw_pci_dev` returns the valid `struct pci_dev` being probed (the `Core` context
+    // guarantees we are in probe with the device lock held).
+    kernel::error::to_result(unsafe { nvrs_pcim_enable_device(raw_pci_dev(pdev)) })
 }
 
 /// Describes where `pdev` sits in the PCI hierarchy.
@@ -320,6 +329,11 @@ impl MappedInode {
         let inode = unsafe { nvrs_vma_inode_get(vma.as_ptr().cast()) };
         // INVARIANT: The helper took a reference.
         Self { inode }
+    }
+
+    /// Whether both hold the same inode.
+    pub(crate) fn same(&self, other: &MappedInode) -> bool {
+        self.inode == other.inode
     }
 
     /// Removes every user mapping of file offsets `[start, start + len)`.

@@ -22,10 +22,13 @@ PASSED=0
 FAILED=0
 SUMMARY=()
 
-# record STEP PASSED FAILED
+# record STEP PASSED FAILED: a step that passed nothing counts as a failure.
 record() {
 	PASSED=$((PASSED + $2))
 	FAILED=$((FAILED + $3))
+	if [ "$2" -eq 0 ] && [ "$3" -eq 0 ]; then
+		FAILED=$((FAILED + 1))
+	fi
 	if [ "$3" -eq 0 ] && [ "$2" -gt 0 ]; then
 		SUMMARY+=("PASS $1: $2 passed")
 	else

@@ -112,6 +112,22 @@ impl Endpoint {
         })
     }
 
+    /// An endpoint whose position could not be read: its own host bridge and no NUMA node, so
+    /// it is `SYS` from everything else.
+    pub(crate) fn unknown(id: u32) -> Self {
+        Self {
+            id,
+            host_bridge: u32::MAX,
+            numa: None,
+            hops: [Hop {
+                id: 0,
+                kind: PortKind::Bridge,
+            }; MAX_HOPS],
+            n_hops: 0,
+            nvlink: None,
+        }
+    }
+
     /// The bridges from the root complex down to the endpoint.
     pub(crate) fn hops(&self) -> &[Hop] {
         self.hops.get(..usize::from(self.n_hops)).unwrap_or(&[])

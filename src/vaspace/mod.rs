@@ -117,9 +117,9 @@ pub(crate) struct AllocState {
     /// Live pins (persistent and not). Each pin holds the allocation; the pin removes itself
     /// from here when it ends, which breaks the cycle.
     pub(crate) pins: KVec<Arc<P2pPin>>,
-    /// Set once the allocation is mapped for the CPU: the device inode, to remove the user
-    /// mappings when the allocation is released.
-    pub(crate) mapped: Option<MappedInode>,
+    /// The device inodes the allocation is mapped through for the CPU (usually one; a second
+    /// device node is another inode), to remove the user mappings when it is released.
+    pub(crate) mapped: KVec<MappedInode>,
 }
 
 /// GPU memory at a range of GPU VAs.
@@ -166,7 +166,7 @@ impl Allocation {
             }
             // From here `mmap` refuses the allocation, so the zap below catches every mapping.
             st.released = true;
-            if let Some(inode) = &st.mapped {
+            for inode in st.mapped.iter() {
                 inode.zap(self.span.start(), self.span.len());
             }
             let mut v = KVec::new();
@@ -432,7 +432,7 @@ impl VaSpace {
                 tgid: self.tgid,
                 gpu,
                 backing,
-                state <- new_mutex!(AllocState { released: false, pins: KVec::new(), mapped: None }),
+                state <- new_mutex!(AllocState { released: false, pins: KVec::new(), mapped: KVec::new() }),
             }),
             GFP_KERNEL,
         )?;

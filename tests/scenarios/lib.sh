@@ -34,7 +34,7 @@ expect_eq() {
 # done_testing: the last line of every scenario. A scenario that stops early
 # (a shell error, a killed process) never prints it, and the runner fails it.
 done_testing() {
-	echo "nvrs-tap: done"
+	echo "nvrs-tap: done $_n"
 }
 
 diag() {

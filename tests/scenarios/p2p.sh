@@ -51,7 +51,10 @@ tool "GPU0 memory mapped for GPU1 as the peer" \
 	alloc A 0 2M \; ctl pin 0 @A 0x100000 \; ctl map 0 $GPU1 \; ctl unmap 0 \; ctl put 0 \; free A
 tool "a contiguous 8 MiB allocation maps as one run" \
 	alloc A 0 8M contig \; ctl pin 0 @A 0x800000 \; ctl map 0 \; ctl put 0 \; free A
-check "contiguous mapping reported one run" grep -q "runs 1" /tmp/tool.out
+if [ "$NVRS_IOMMU" = on ]; then
+	# Per-page mapping would hand out 128 separate IOVAs; coalesced, it is one.
+	check "contiguous mapping reported one run" grep -qE "runs 1$" /tmp/tool.out
+fi
 
 tool "free while pinned fires the callback once and tears the mapping down" \
 	alloc A 0 2M \; ctl pin 1 @A 0x100000 \; ctl map 1 \; free A \; ctl status 1 \; \
@@ -59,7 +62,7 @@ tool "free while pinned fires the callback once and tears the mapping down" \
 check "callback fired exactly once" grep -q "slot 1 pinned 0 mapped 1 persistent 0 callbacks 1" /tmp/tool.out
 tool "process exit revokes its pins" alloc A 0 2M \; ctl pin 2 @A 0x10000
 tool "the exit's callback fired" ctl status 2
-check "callbacks 1 after exit" grep -q "callbacks 1" /tmp/tool.out
+check "callbacks 1 after exit" grep -qE "callbacks 1$" /tmp/tool.out
 
 tool "a persistent pin survives free, keeps working, and is put" \
 	alloc A 0 2M \; ctl ppin 3 @A 0x200000 \; ctl map 3 \; free A \; \
