@@ -25,9 +25,17 @@ modules:
 modules_install:
 	$(MAKE) -C $(KDIR) M=$(PWD) INSTALL_MOD_DIR=updates modules_install
 
+# Without a kernel tree at KDIR, remove Kbuild's outputs directly.
 clean:
+ifneq ($(wildcard $(KDIR)/Makefile),)
 	$(MAKE) -C $(KDIR) M=$(PWD) clean
-	$(MAKE) -C $(PWD)/tests/consumer clean 2>/dev/null || true
+	$(MAKE) -C $(PWD)/tests/consumer KDIR=$(KDIR) clean
+else
+	find $(PWD) -path $(PWD)/tests/host/target -prune -o \( -name '*.o' -o -name '*.ko' \
+		-o -name '*.mod' -o -name '*.mod.c' -o -name '.*.cmd' -o -name '*.d' \
+		-o -name modules.order -o -name Module.symvers \) -type f -print0 | xargs -0 rm -f
+endif
+	rm -rf $(PWD)/tests/out
 
 demo:
 	@tests/demo.sh
