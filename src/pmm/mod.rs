@@ -334,13 +334,19 @@ impl<S: Storage> Pmm<S> {
     /// Moves a chunk through `event` (the only state change), keeping the per-state counts and
     /// the parent's free-children count.
     fn apply(&mut self, id: ChunkId, event: Event) -> Result<State, PmmError> {
-        let (from, level) = {
-            let n = self.node(id)?;
-            (n.state, n.level)
+        // One lookup for the chunk: its state, level and parent (for a sub-chunk).
+        let (from, to, level, parent) = {
+            let n = self.node_mut(id)?;
+            let from = n.state;
+            let to = transition(from, event)?;
+            n.state = to;
+            (
+                from,
+                to,
+                n.level,
+                (id.sub() != 0).then(|| ChunkId::new(id.root(), n.parent)),
+            )
         };
-        let to = transition(from, event)?;
-        let parent = self.parent(id)?;
-        self.node_mut(id)?.state = to;
         if let Some(c) = self.count_mut(from, level) {
             *c = c.saturating_sub(1);
         }
