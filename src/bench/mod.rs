@@ -16,17 +16,7 @@ use core::{
 
 use kernel::prelude::*;
 
-use crate::{
-    hwref::PMM_CHUNKS_DEFAULT,
-    kstorage::KernelStorage,
-    pmm::{
-        AllocFlags,
-        ChunkId,
-        MemType,
-        Pmm,
-        Zero, //
-    },
-};
+use crate::{hwref::PMM_CHUNKS_DEFAULT, kstorage::KernelStorage, pmm::Pmm};
 
 use traces::{
     BenchAlloc,
@@ -51,29 +41,6 @@ impl Clock for KernelClock {
     fn now_ns(&self) -> u64 {
         // SAFETY: No preconditions.
         unsafe { nvrs_now_ns() }
-    }
-}
-
-/// nvrs's manager, handing out kernel-type chunks (owned at once, as `gpu_buddy` blocks are).
-struct NvrsAlloc(Pmm<KernelStorage>);
-
-impl BenchAlloc for NvrsAlloc {
-    type Handle = ChunkId;
-
-    fn alloc(&mut self, size: u64) -> Option<ChunkId> {
-        let mut id = [ChunkId::default()];
-        self.0
-            .alloc(size, MemType::Kernel, AllocFlags::default(), &mut id)
-            .ok()?;
-        Some(id[0])
-    }
-
-    fn free(&mut self, h: ChunkId) {
-        let _ = self.0.free(h, Zero::Dirty);
-    }
-
-    fn largest_free(&self) -> u64 {
-        self.0.largest_free()
     }
 }
 
@@ -131,10 +98,11 @@ const GIB: u64 = 1 << 30;
 const POOL: u64 = 256 << 20;
 const OPS: usize = 100_000;
 
+/// nvrs's manager under measurement (its `BenchAlloc` is in [`traces`], shared with the host).
+type NvrsAlloc = Pmm<KernelStorage>;
+
 fn nvrs(size: u64) -> Result<NvrsAlloc> {
-    Ok(NvrsAlloc(
-        Pmm::new(0, size, PMM_CHUNKS_DEFAULT).map_err(crate::fb::errno)?,
-    ))
+    Pmm::new(0, size, PMM_CHUNKS_DEFAULT).map_err(crate::fb::errno)
 }
 
 type TraceFn<A> = fn(&mut A, &KernelClock) -> Result<Outcome, crate::pmm::OutOfMemory>;

@@ -11,9 +11,14 @@
 //! handles are parameters.
 
 use crate::pmm::{
+    AllocFlags,
+    ChunkId,
     ChunkVec,
+    MemType,
     OutOfMemory,
-    Storage, //
+    Pmm,
+    Storage,
+    Zero, //
 };
 
 /// 4 KiB.
@@ -33,6 +38,27 @@ pub(crate) trait BenchAlloc {
     fn free(&mut self, h: Self::Handle);
     /// The largest free contiguous block, in bytes.
     fn largest_free(&self) -> u64;
+}
+
+/// nvrs's manager under measurement: kernel-type chunks, owned at once (as `gpu_buddy` blocks
+/// are), freed as dirty.
+impl<S: Storage> BenchAlloc for Pmm<S> {
+    type Handle = ChunkId;
+
+    fn alloc(&mut self, size: u64) -> Option<ChunkId> {
+        let mut id = [ChunkId::default()];
+        Pmm::alloc(self, size, MemType::Kernel, AllocFlags::default(), &mut id).ok()?;
+        Some(id[0])
+    }
+
+    fn free(&mut self, h: ChunkId) {
+        // Every handle comes from `alloc` and is freed once: this cannot fail.
+        let _ = Pmm::free(self, h, Zero::Dirty);
+    }
+
+    fn largest_free(&self) -> u64 {
+        Pmm::largest_free(self)
+    }
 }
 
 /// A monotonic clock in nanoseconds.

@@ -82,15 +82,19 @@ impl<S: Storage> Pmm<S> {
         for _ in level..from {
             id = self.split_node(id)?;
         }
+        self.claim(id, kernel)
+    }
+
+    /// Takes a free chunk off its list and hands it out: owned at once for the kernel,
+    /// temp-pinned for a user.
+    fn claim(&mut self, id: ChunkId, kernel: bool) -> Result<ChunkId, PmmError> {
         self.unlink_free(id)?;
-        self.apply(
-            id,
-            if kernel {
-                Event::ClaimOwned
-            } else {
-                Event::Claim
-            },
-        )?;
+        let event = if kernel {
+            Event::ClaimOwned
+        } else {
+            Event::Claim
+        };
+        self.apply(id, event)?;
         Ok(id)
     }
 
@@ -142,16 +146,7 @@ impl<S: Storage> Pmm<S> {
             id = self.child(id, k)?;
             n = *self.node(id)?;
         }
-        self.unlink_free(id)?;
-        self.apply(
-            id,
-            if kernel {
-                Event::ClaimOwned
-            } else {
-                Event::Claim
-            },
-        )?;
-        Ok(id)
+        self.claim(id, kernel)
     }
 
     /// Allocates `bytes` (rounded up to whole roots) as adjacent roots, lowest address first;

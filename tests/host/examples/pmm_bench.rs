@@ -30,7 +30,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use hwref::{PMM_CHUNKS_DEFAULT, SZ_4K};
-use pmm::{AllocFlags, ChunkId, MemType, Pmm, Zero};
+use pmm::Pmm;
 use std_storage::StdStorage;
 use traces::{BenchAlloc as Allocator, Clock, Line, Outcome};
 
@@ -43,32 +43,13 @@ impl Clock for HostClock {
     }
 }
 
-/// The nvrs manager (kernel-type chunks, owned at once).
-struct Nvrs(Pmm<StdStorage>);
+/// The nvrs manager (its `BenchAlloc` implementation is shared with the kernel bench).
+struct Nvrs;
 
 impl Nvrs {
-    fn new(bytes: u64) -> Self {
-        Nvrs(Pmm::new(0, bytes, PMM_CHUNKS_DEFAULT).expect("pmm"))
-    }
-}
-
-impl Allocator for Nvrs {
-    type Handle = ChunkId;
-
-    fn alloc(&mut self, size: u64) -> Option<ChunkId> {
-        let mut out = [ChunkId::default()];
-        self.0
-            .alloc(size, MemType::Kernel, AllocFlags::default(), &mut out)
-            .ok()?;
-        Some(out[0])
-    }
-
-    fn free(&mut self, h: ChunkId) {
-        self.0.free(h, Zero::Dirty).expect("free");
-    }
-
-    fn largest_free(&self) -> u64 {
-        self.0.largest_free()
+    #[allow(clippy::new_ret_no_self)]
+    fn new(bytes: u64) -> Pmm<StdStorage> {
+        Pmm::new(0, bytes, PMM_CHUNKS_DEFAULT).expect("pmm")
     }
 }
 
