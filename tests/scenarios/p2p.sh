@@ -99,4 +99,15 @@ check "rescan brings GPU1 back" sh -c "echo 1 > /sys/bus/pci/rescan; test -e /sy
 check "rmmod consumer" rmmod nvrs_consumer
 check "no pins left at the end" grep -qx "pins: 0" $D/p2p
 check "rmmod nvrs" rmmod nvrs
+
+# The other side of the coalescing check: without it, one mapping per 64 KiB page.
+if [ "$NVRS_IOMMU" = on ]; then
+	check "insmod nvrs p2p_coalesce=0" insmod $M/nvrs.ko emulated=1 p2p_coalesce=0
+	check "insmod consumer" insmod $M/nvrs_consumer.ko
+	tool "a contiguous 8 MiB allocation, mapped page by page" \
+		alloc A 0 8M contig \; ctl pin 0 @A 0x800000 \; ctl map 0 \; \
+		sh "grep -q 'mappings 1 runs 128' $D/p2p" \; ctl put 0 \; free A
+	check "rmmod consumer" rmmod nvrs_consumer
+	check "rmmod nvrs" rmmod nvrs
+fi
 done_testing
