@@ -20,10 +20,11 @@
 
 #include "helpers.h"
 
-static u32 nvrs_pci_id(struct pci_dev *pdev)
+/* The routing id: domain << 16 | bus << 8 | devfn, wide enough for any domain. */
+static u64 nvrs_pci_id(struct pci_dev *pdev)
 {
-	return (u32)pci_domain_nr(pdev->bus) << 16 |
-	       (u32)pdev->bus->number << 8 | pdev->devfn;
+	return (u64)(u32)pci_domain_nr(pdev->bus) << 16 |
+	       (u64)pdev->bus->number << 8 | pdev->devfn;
 }
 
 static u32 nvrs_port_kind(struct pci_dev *bridge)
@@ -132,7 +133,7 @@ int nvrs_pci_peers(u32 extra_vendor_device, struct nvrs_pci_endpoint *eps,
  * another negative value if the kernel refuses peer-to-peer DMA between the
  * two (for example through a host bridge that is not on its allow-list).
  */
-int nvrs_p2pdma_distance(struct pci_dev *provider, u32 client_id)
+int nvrs_p2pdma_distance(struct pci_dev *provider, u64 client_id)
 {
 	struct pci_dev *client;
 	int dist;

@@ -22,17 +22,19 @@ struct pci_dev;
 #define NVRS_PORT_BRIDGE	3
 
 struct nvrs_pci_hop {
-	u32 id;			/* domain << 16 | bus << 8 | devfn */
+	u64 id;			/* domain << 16 | bus << 8 | devfn */
 	u32 kind;		/* NVRS_PORT_* */
+	u32 pad;
 };
 
 struct nvrs_pci_endpoint {
-	u32 id;			/* domain << 16 | bus << 8 | devfn */
+	u64 id;			/* domain << 16 | bus << 8 | devfn */
 	u32 host_bridge;	/* domain << 8 | root bus number */
 	s32 numa_node;		/* NUMA_NO_NODE (-1) if unknown */
 	u32 vendor_device;	/* vendor << 16 | device */
 	u32 class;		/* class << 8 | prog-if */
 	u32 n_hops;		/* valid entries in hops[], root first */
+	u32 pad;
 	struct nvrs_pci_hop hops[NVRS_PCI_MAX_HOPS];
 };
 
@@ -40,7 +42,7 @@ int nvrs_pcim_enable_device(struct pci_dev *pdev);
 int nvrs_pci_describe(struct pci_dev *pdev, struct nvrs_pci_endpoint *ep);
 int nvrs_pci_peers(u32 extra_vendor_device, struct nvrs_pci_endpoint *eps,
 		   u32 max);
-int nvrs_p2pdma_distance(struct pci_dev *provider, u32 client_id);
+int nvrs_p2pdma_distance(struct pci_dev *provider, u64 client_id);
 int nvrs_node_cpulist(int node, char *buf, u32 len);
 
 int nvrs_dma_map_mmio(struct pci_dev *peer, u64 phys, u64 size, u64 *dma);

@@ -30,31 +30,33 @@ const MAX_HOPS: usize = 8;
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 struct RawHop {
-    id: u32,
+    id: u64,
     kind: u32,
+    pad: u32,
 }
 
 /// `struct nvrs_pci_endpoint`.
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 pub(crate) struct RawEndpoint {
-    id: u32,
+    id: u64,
     host_bridge: u32,
     numa_node: i32,
     vendor_device: u32,
     class: u32,
     n_hops: u32,
+    pad: u32,
     hops: [RawHop; MAX_HOPS],
 }
 
-const _: () = assert!(core::mem::size_of::<RawEndpoint>() == 24 + 8 * MAX_HOPS);
+const _: () = assert!(core::mem::size_of::<RawEndpoint>() == 32 + 16 * MAX_HOPS);
 const _: () = assert!(MAX_HOPS == crate::topology::link::MAX_HOPS);
 
 extern "C" {
     fn nvrs_pcim_enable_device(pdev: *mut c_void) -> c_int;
     fn nvrs_pci_describe(pdev: *mut c_void, ep: *mut RawEndpoint) -> c_int;
     fn nvrs_pci_peers(extra_vendor_device: u32, eps: *mut RawEndpoint, max: u32) -> c_int;
-    fn nvrs_p2pdma_distance(provider: *mut c_void, client_id: u32) -> c_int;
+    fn nvrs_p2pdma_distance(provider: *mut c_void, client_id: u64) -> c_int;
     fn nvrs_node_cpulist(node: c_int, buf: *mut c_char, len: u32) -> c_int;
     fn nvrs_dma_map_mmio(peer: *mut c_void, phys: u64, size: u64, dma: *mut u64) -> c_int;
     fn nvrs_dma_unmap_mmio(peer: *mut c_void, dma: u64, size: u64);
@@ -157,7 +159,7 @@ pub(crate) fn pci_peers(extra: u32, out: &mut [RawEndpoint]) -> usize {
 /// (negative: refused).
 pub(crate) fn p2pdma_distance<Ctx: kernel::device::DeviceContext>(
     provider: &pci::Device<Ctx>,
-    client_id: u32,
+    client_id: u64,
 ) -> i32 {
     // SAFETY: `raw_pci_dev` returns the valid `struct pci_dev` behind `provider`, kept alive by
     // the reference for the call.

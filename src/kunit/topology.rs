@@ -20,11 +20,11 @@ mod tests {
         PortKind, //
     };
 
-    fn hop(id: u32, kind: PortKind) -> Hop {
+    fn hop(id: u64, kind: PortKind) -> Hop {
         Hop { id, kind }
     }
 
-    fn ep(id: u32, hb: u32, numa: Option<u16>, hops: &[Hop]) -> Result<Endpoint> {
+    fn ep(id: u64, hb: u32, numa: Option<u16>, hops: &[Hop]) -> Result<Endpoint> {
         Endpoint::new(id, hb, numa, hops).map_err(|_| E2BIG)
     }
 

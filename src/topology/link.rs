@@ -46,7 +46,7 @@ pub(crate) enum PortKind {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct Hop {
     /// The bridge's routing id: `domain << 16 | bus << 8 | devfn`.
-    pub(crate) id: u32,
+    pub(crate) id: u64,
     /// What kind of bridge it is.
     pub(crate) kind: PortKind,
 }
@@ -66,7 +66,7 @@ pub(crate) struct NvLinkEnd {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct Endpoint {
     /// The endpoint's routing id: `domain << 16 | bus << 8 | devfn`.
-    pub(crate) id: u32,
+    pub(crate) id: u64,
     /// The host bridge: `domain << 8 | root bus number`.
     pub(crate) host_bridge: u32,
     /// NUMA node of the host bridge, if the platform reports one.
@@ -86,7 +86,7 @@ pub(crate) struct TooDeep;
 impl Endpoint {
     /// Describes an endpoint; `hops` lists its upstream bridges, root first.
     pub(crate) fn new(
-        id: u32,
+        id: u64,
         host_bridge: u32,
         numa: Option<u16>,
         hops: &[Hop],
@@ -114,7 +114,7 @@ impl Endpoint {
 
     /// An endpoint whose position could not be read: its own host bridge and no NUMA node, so
     /// it is `SYS` from everything else.
-    pub(crate) fn unknown(id: u32) -> Self {
+    pub(crate) fn unknown(id: u64) -> Self {
         Self {
             id,
             host_bridge: u32::MAX,
@@ -435,7 +435,7 @@ impl fmt::Display for LinkCell {
 }
 
 /// A routing id printed as a PCI address, `dddd:bb:dd.f`.
-pub(crate) struct Bdf(pub(crate) u32);
+pub(crate) struct Bdf(pub(crate) u64);
 
 impl fmt::Display for Bdf {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

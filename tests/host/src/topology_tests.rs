@@ -10,11 +10,11 @@ const RP: PortKind = PortKind::RootPort;
 const UP: PortKind = PortKind::SwitchUpstream;
 const DP: PortKind = PortKind::SwitchDownstream;
 
-fn hop(id: u32, kind: PortKind) -> Hop {
+fn hop(id: u64, kind: PortKind) -> Hop {
     Hop { id, kind }
 }
 
-fn ep(id: u32, host_bridge: u32, numa: Option<u16>, hops: &[Hop]) -> Endpoint {
+fn ep(id: u64, host_bridge: u32, numa: Option<u16>, hops: &[Hop]) -> Endpoint {
     Endpoint::new(id, host_bridge, numa, hops).unwrap()
 }
 
@@ -185,4 +185,19 @@ fn p2p_gate() {
     assert!(p2p_allowed(Link::Sys, -1, AllowAll));
     assert!(!p2p_allowed(Link::Nv(18), 0, DenyAll));
     assert_eq!(crate::topology::link::GateOverride::from_param(7), Auto);
+}
+
+#[test]
+fn wide_pci_domains_are_told_apart() {
+    use crate::topology::link::Bdf;
+    // VMD puts devices in domains 0x10000 and up: they must not alias domain 0.
+    let vmd = ep(
+        0x1_0000_0300,
+        0x1_0000 << 8,
+        Some(0),
+        &[hop(0x1_0000_00e0, RP)],
+    );
+    let dom0 = ep(0x0300, 0, Some(0), &[hop(0x00e0, RP)]);
+    assert_ne!(classify(&vmd, &dom0), Link::Itself);
+    assert_eq!(Bdf(0x1_0000_0300).to_string(), "10000:03:00.0");
 }
