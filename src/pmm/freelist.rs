@@ -8,7 +8,7 @@
 //! freeing or merging never searches a list (the sorted-insert walk of the old drm/gpu buddy
 //! free lists is what caused its multi-second soft lockups).
 
-use super::chunk::{ChunkId, State, KERNEL, ZEROED};
+use super::chunk::{ChunkId, Node, State, KERNEL, ZEROED};
 use super::{Pmm, PmmError, Storage, MAX_SIZES};
 
 /// Number of free lists: 2 types × [`MAX_SIZES`] × zeroed/dirty.
@@ -36,39 +36,46 @@ pub(super) const fn list_index(kernel: bool, level: u8, zeroed: bool) -> usize {
     ((kernel as usize * MAX_SIZES) + level as usize) * 2 + zeroed as usize
 }
 
+/// The list a free chunk belongs on: kernel chunks below the root size have their own lists
+/// (free roots are typeless); `top` is the root's level.
+fn list_key(n: &Node, top: u8) -> usize {
+    list_index(n.has(KERNEL) && n.level != top, n.level, n.has(ZEROED))
+}
+
 impl<S: Storage> Pmm<S> {
     /// The list a free chunk belongs on, from its metadata.
     pub(super) fn list_of(&self, id: ChunkId) -> Result<usize, PmmError> {
-        let n = self.node(id)?;
-        let kernel = n.has(KERNEL) && n.level != self.top();
-        Ok(list_index(kernel, n.level, n.has(ZEROED)))
+        Ok(list_key(self.node(id)?, self.top()))
     }
 
     /// Puts a free chunk at the front of its list.
     pub(super) fn push_free(&mut self, id: ChunkId) -> Result<(), PmmError> {
-        let key = self.list_of(id)?;
-        let head = self.lists.get(key).ok_or(PmmError::Corrupt)?.first;
-        let n = self.node_mut(id)?;
+        let top = self.top();
+        // One lookup of the chunk: its list, its state check and its links, with the list head
+        // updated alongside (the roots and the lists are separate fields).
+        let n = Self::node_in(&mut self.roots, id)?;
         if n.state != State::Free {
             return Err(PmmError::Corrupt);
         }
+        let key = list_key(n, top);
+        let list = self.lists.get_mut(key).ok_or(PmmError::Corrupt)?;
+        let head = list.first;
         n.prev = ChunkId::NIL;
         n.next = head;
-        if head != ChunkId::NIL {
-            self.node_mut(head)?.prev = id;
-        }
-        let list = self.lists.get_mut(key).ok_or(PmmError::Corrupt)?;
         list.first = id;
         list.len = list.len.saturating_add(1);
+        if head != ChunkId::NIL {
+            Self::node_in(&mut self.roots, head)?.prev = id;
+        }
         Ok(())
     }
 
     /// Takes a free chunk off its list.
     pub(super) fn unlink_free(&mut self, id: ChunkId) -> Result<(), PmmError> {
-        let key = self.list_of(id)?;
-        let (prev, next) = {
-            let n = self.node_mut(id)?;
-            let links = (n.prev, n.next);
+        let top = self.top();
+        let (key, prev, next) = {
+            let n = Self::node_in(&mut self.roots, id)?;
+            let links = (list_key(n, top), n.prev, n.next);
             n.prev = ChunkId::NIL;
             n.next = ChunkId::NIL;
             links

@@ -300,7 +300,14 @@ impl<S: Storage> Pmm<S> {
 
     /// The metadata of a live chunk, mutably.
     fn node_mut(&mut self, id: ChunkId) -> Result<&mut Node, PmmError> {
-        let root = self.root_mut(id)?;
+        Self::node_in(&mut self.roots, id)
+    }
+
+    /// The metadata of a live chunk in `roots`, mutably: borrows the roots alone, so the free
+    /// lists can be updated alongside.
+    fn node_in(roots: &mut [Root<S>], id: ChunkId) -> Result<&mut Node, PmmError> {
+        let i = usize::try_from(id.root()).map_err(|_| PmmError::InvalidId)?;
+        let root = roots.get_mut(i).ok_or(PmmError::InvalidId)?;
         match id.sub() {
             0 => Ok(&mut root.node),
             s => root
