@@ -21,8 +21,7 @@ use crate::{hwref::PMM_CHUNKS_DEFAULT, kstorage::KernelStorage, pmm::Pmm};
 use traces::{
     BenchAlloc,
     Clock,
-    Line,
-    Outcome, //
+    Line, //
 };
 
 extern "C" {
@@ -94,101 +93,31 @@ impl Drop for BuddyAlloc {
     }
 }
 
-const GIB: u64 = 1 << 30;
-const POOL: u64 = 256 << 20;
-const OPS: usize = 100_000;
-
 /// nvrs's manager under measurement (its `BenchAlloc` is in [`traces`], shared with the host).
 type NvrsAlloc = Pmm<KernelStorage>;
 
-fn nvrs(size: u64) -> Result<NvrsAlloc> {
-    Pmm::new(0, size, PMM_CHUNKS_DEFAULT).map_err(crate::fb::errno)
-}
-
-type TraceFn<A> = fn(&mut A, &KernelClock) -> Result<Outcome, crate::pmm::OutOfMemory>;
-
-fn run_pair(
-    f: &mut fmt::Formatter<'_>,
-    name: &str,
-    size: u64,
-    tn: TraceFn<NvrsAlloc>,
-    tb: TraceFn<BuddyAlloc>,
-) -> fmt::Result {
-    let clock = KernelClock;
-    let n = nvrs(size).ok().and_then(|mut a| tn(&mut a, &clock).ok());
-    let b = BuddyAlloc::new(size)
-        .ok()
-        .and_then(|mut a| tb(&mut a, &clock).ok());
-    match (n, b) {
-        (Some(nvrs), Some(anchor)) => write!(
-            f,
-            "{}",
-            Line {
-                trace: name,
-                nvrs,
-                anchor
-            }
-        ),
-        _ => writeln!(f, "bench: {name} failed: out of memory"),
-    }
-}
-
-/// Renders `debugfs/nvrs/bench_pmm`, running every trace.
+/// Renders `debugfs/nvrs/bench_pmm`, running every trace of [`traces::run_suite`].
 pub(crate) fn render(f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    run_pair(
-        f,
-        "uniform_64k_1G",
-        GIB,
-        |a, c| traces::churn::<_, KernelStorage, _>(a, c, OPS, 8192, traces::uniform_64k),
-        |a, c| traces::churn::<_, KernelStorage, _>(a, c, OPS, 8192, traces::uniform_64k),
-    )?;
-    run_pair(
-        f,
-        "mixed_4k_64k_2m_1G",
-        GIB,
-        |a, c| traces::churn::<_, KernelStorage, _>(a, c, OPS, 4096, traces::mixed),
-        |a, c| traces::churn::<_, KernelStorage, _>(a, c, OPS, 4096, traces::mixed),
-    )?;
-    run_pair(
-        f,
-        "fill_4k_free_random_256M",
-        POOL,
-        |a, c| traces::fill_free::<_, KernelStorage, _>(a, c, POOL),
-        |a, c| traces::fill_free::<_, KernelStorage, _>(a, c, POOL),
-    )?;
-    run_pair(
-        f,
-        "checkerboard_then_2m_256M",
-        POOL,
-        |a, c| traces::checkerboard::<_, KernelStorage, _>(a, c, POOL, 20_000),
-        |a, c| traces::checkerboard::<_, KernelStorage, _>(a, c, POOL, 20_000),
-    )?;
-    // Initialising a manager for 1 TiB (524288 roots); one operation is one initialisation.
-    let clock = KernelClock;
-    let t = clock.now_ns();
-    let n = nvrs(1 << 40);
-    let tn = clock.now_ns().saturating_sub(t);
-    let t = clock.now_ns();
-    let b = BuddyAlloc::new(1 << 40);
-    let tb = clock.now_ns().saturating_sub(t);
-    if let (Ok(n), Ok(b)) = (n, b) {
-        let nvrs = Outcome {
-            deci_ns_per_op: tn * 10,
-            largest_free: n.largest_free(),
-        };
-        let anchor = Outcome {
-            deci_ns_per_op: tb * 10,
-            largest_free: b.largest_free(),
-        };
-        write!(
-            f,
-            "{}",
-            Line {
-                trace: "init_1T",
-                nvrs,
-                anchor
-            }
-        )?;
-    }
-    Ok(())
+    let scale = traces::Scale {
+        ops: 100_000,
+        requests: 20_000,
+    };
+    traces::run_suite::<KernelStorage, _, _, _, _>(
+        &KernelClock,
+        scale,
+        |bytes| NvrsAlloc::new(0, bytes, PMM_CHUNKS_DEFAULT).ok(),
+        |bytes| BuddyAlloc::new(bytes).ok(),
+        |trace, result| match result {
+            Some((nvrs, anchor)) => write!(
+                f,
+                "{}",
+                Line {
+                    trace,
+                    nvrs,
+                    anchor
+                }
+            ),
+            None => writeln!(f, "bench: {trace} failed: out of memory"),
+        },
+    )
 }

@@ -252,3 +252,68 @@ impl core::fmt::Display for Line<'_> {
         )
     }
 }
+
+/// How much work the suite does: the host runs more than the emulated kernel.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Scale {
+    /// Steps of each churn trace.
+    pub(crate) ops: usize,
+    /// 2 MiB requests of the checkerboard trace.
+    pub(crate) requests: usize,
+}
+
+const GIB: u64 = 1 << 30;
+const POOL: u64 = 256 << 20;
+
+/// Runs every trace on a fresh nvrs allocator (`nvrs(bytes)`) and a fresh anchor
+/// (`anchor(bytes)`) and hands each result to `emit`: `None` if an allocator could not be
+/// built or a trace ran out of memory for its bookkeeping. The one list of traces, for the host
+/// and the kernel benchmarks alike.
+pub(crate) fn run_suite<S, C, N, B, E>(
+    clock: &C,
+    scale: Scale,
+    nvrs: impl Fn(u64) -> Option<N>,
+    anchor: impl Fn(u64) -> Option<B>,
+    mut emit: impl FnMut(&str, Option<(Outcome, Outcome)>) -> Result<(), E>,
+) -> Result<(), E>
+where
+    S: Storage,
+    C: Clock,
+    N: BenchAlloc,
+    B: BenchAlloc,
+{
+    // The same trace on both allocators (a macro: the two have different types).
+    macro_rules! pair {
+        ($name:expr, $bytes:expr, |$a:ident| $trace:expr) => {{
+            let n = nvrs($bytes).and_then(|mut $a| $trace.ok());
+            let b = anchor($bytes).and_then(|mut $a| $trace.ok());
+            emit($name, n.zip(b))?;
+        }};
+    }
+    pair!("uniform_64k_1G", GIB, |a| churn::<_, S, _>(
+        &mut a,
+        clock,
+        scale.ops,
+        8192,
+        uniform_64k
+    ));
+    pair!("mixed_4k_64k_2m_1G", GIB, |a| churn::<_, S, _>(
+        &mut a, clock, scale.ops, 4096, mixed
+    ));
+    pair!("fill_4k_free_random_256M", POOL, |a| fill_free::<_, S, _>(
+        &mut a, clock, POOL
+    ));
+    pair!("checkerboard_then_2m_256M", POOL, |a| {
+        checkerboard::<_, S, _>(&mut a, clock, POOL, scale.requests)
+    });
+    // Initialising a manager for 1 TiB (524288 roots); one operation is one initialisation.
+    let timed = |t: u64, largest_free: u64| Outcome {
+        deci_ns_per_op: clock.now_ns().saturating_sub(t).saturating_mul(10),
+        largest_free,
+    };
+    let t = clock.now_ns();
+    let n = nvrs(1 << 40).map(|a| timed(t, a.largest_free()));
+    let t = clock.now_ns();
+    let b = anchor(1 << 40).map(|a| timed(t, a.largest_free()));
+    emit("init_1T", n.zip(b))
+}

@@ -32,7 +32,7 @@ use std::time::Instant;
 use hwref::{PMM_CHUNKS_DEFAULT, SZ_4K};
 use pmm::Pmm;
 use std_storage::StdStorage;
-use traces::{BenchAlloc as Allocator, Clock, Line, Outcome};
+use traces::{BenchAlloc as Allocator, Clock, Line};
 
 /// `std::time::Instant` as the traces' clock.
 struct HostClock(Instant);
@@ -160,67 +160,27 @@ impl Allocator for NaiveBuddy {
     }
 }
 
-const GIB: u64 = 1 << 30;
-const POOL: u64 = 256 << 20;
-const OPS: usize = 400_000;
-
 fn main() {
-    let c = HostClock(Instant::now());
-    let show = |trace: &str, nvrs: Outcome, anchor: Outcome| {
-        print!(
-            "{}",
-            Line {
-                trace,
-                nvrs,
-                anchor
-            }
-        );
+    let scale = traces::Scale {
+        ops: 400_000,
+        requests: 100_000,
     };
-    let n =
-        traces::churn::<_, StdStorage, _>(&mut Nvrs::new(GIB), &c, OPS, 8192, traces::uniform_64k);
-    let a = traces::churn::<_, StdStorage, _>(
-        &mut NaiveBuddy::new(GIB),
-        &c,
-        OPS,
-        8192,
-        traces::uniform_64k,
+    let _ = traces::run_suite::<StdStorage, _, _, _, ()>(
+        &HostClock(Instant::now()),
+        scale,
+        |bytes| Some(Nvrs::new(bytes)),
+        |bytes| Some(NaiveBuddy::new(bytes)),
+        |trace, result| {
+            let (nvrs, anchor) = result.expect("bookkeeping memory");
+            print!(
+                "{}",
+                Line {
+                    trace,
+                    nvrs,
+                    anchor
+                }
+            );
+            Ok(())
+        },
     );
-    show("uniform_64k_1G", n.expect("memory"), a.expect("memory"));
-
-    let n = traces::churn::<_, StdStorage, _>(&mut Nvrs::new(GIB), &c, OPS, 4096, traces::mixed);
-    let a =
-        traces::churn::<_, StdStorage, _>(&mut NaiveBuddy::new(GIB), &c, OPS, 4096, traces::mixed);
-    show("mixed_4k_64k_2m_1G", n.expect("memory"), a.expect("memory"));
-
-    let n = traces::fill_free::<_, StdStorage, _>(&mut Nvrs::new(POOL), &c, POOL);
-    let a = traces::fill_free::<_, StdStorage, _>(&mut NaiveBuddy::new(POOL), &c, POOL);
-    show(
-        "fill_4k_free_random_256M",
-        n.expect("memory"),
-        a.expect("memory"),
-    );
-
-    let n = traces::checkerboard::<_, StdStorage, _>(&mut Nvrs::new(POOL), &c, POOL, 100_000);
-    let a = traces::checkerboard::<_, StdStorage, _>(&mut NaiveBuddy::new(POOL), &c, POOL, 100_000);
-    show(
-        "checkerboard_then_2m_256M",
-        n.expect("memory"),
-        a.expect("memory"),
-    );
-
-    // Initialising 1 TiB (524288 roots); one operation is one initialisation.
-    let t = c.now_ns();
-    let p = Nvrs::new(1 << 40);
-    let n = Outcome {
-        deci_ns_per_op: (c.now_ns() - t) * 10,
-        largest_free: p.largest_free(),
-    };
-    drop(p);
-    let t = c.now_ns();
-    let b = NaiveBuddy::new(1 << 40);
-    let a = Outcome {
-        deci_ns_per_op: (c.now_ns() - t) * 10,
-        largest_free: b.largest_free(),
-    };
-    show("init_1T", n, a);
 }

@@ -92,6 +92,27 @@ struct MAlloc {
     parent: Option<u64>,
 }
 
+impl MAlloc {
+    /// A chunk just handed out: owned at once for the kernel, temp-pinned for a user.
+    fn fresh(id: ChunkId, addr: u64, size: u64, kernel: bool) -> Self {
+        let state = if kernel {
+            State::Allocated
+        } else {
+            State::TempPinned
+        };
+        MAlloc {
+            id,
+            addr,
+            size,
+            kernel,
+            state,
+            pins: 0,
+            revoking: false,
+            parent: None,
+        }
+    }
+}
+
 /// An owner-split chunk in the model.
 #[derive(Clone, Debug)]
 struct MSplit {
@@ -279,22 +300,8 @@ fn run(roots: u64, mask: SizeMask, ops: Vec<Op>) {
                     Ok(()) => {
                         assert!(expect, "alloc {n} x {size:#x} succeeded, model said no");
                         for id in out {
-                            let state = if kernel {
-                                State::Allocated
-                            } else {
-                                State::TempPinned
-                            };
                             let addr = p.addr(id).unwrap();
-                            let a = MAlloc {
-                                id,
-                                addr,
-                                size,
-                                kernel,
-                                state,
-                                pins: 0,
-                                revoking: false,
-                                parent: None,
-                            };
+                            let a = MAlloc::fresh(id, addr, size, kernel);
                             m.insert(a);
                         }
                     }
@@ -315,22 +322,8 @@ fn run(roots: u64, mask: SizeMask, ops: Vec<Op>) {
                 match p.alloc_contiguous(n * SZ_2M, ty) {
                     Ok(id) => {
                         assert!(expect);
-                        let state = if kernel {
-                            State::Allocated
-                        } else {
-                            State::TempPinned
-                        };
                         let addr = p.addr(id).unwrap();
-                        let a = MAlloc {
-                            id,
-                            addr,
-                            size: n * SZ_2M,
-                            kernel,
-                            state,
-                            pins: 0,
-                            revoking: false,
-                            parent: None,
-                        };
+                        let a = MAlloc::fresh(id, addr, n * SZ_2M, kernel);
                         m.insert(a);
                     }
                     Err(e) => {
@@ -357,21 +350,7 @@ fn run(roots: u64, mask: SizeMask, ops: Vec<Op>) {
                             "alloc_at {addr:#x} {size:#x} succeeded, model said no"
                         );
                         assert_eq!(p.addr(id), Ok(addr));
-                        let state = if kernel {
-                            State::Allocated
-                        } else {
-                            State::TempPinned
-                        };
-                        let a = MAlloc {
-                            id,
-                            addr,
-                            size,
-                            kernel,
-                            state,
-                            pins: 0,
-                            revoking: false,
-                            parent: None,
-                        };
+                        let a = MAlloc::fresh(id, addr, size, kernel);
                         m.insert(a);
                     }
                     Err(e) => {
