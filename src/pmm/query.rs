@@ -35,9 +35,24 @@ impl<S: Storage> Pmm<S> {
         Ok(self.node(id)?.pins)
     }
 
-    /// Whether the chunk's memory is known to be zero (valid for a chunk just handed out).
+    /// Whether the chunk's memory is known to be zero (valid for a chunk just handed out); for
+    /// the first root of a contiguous run, whether every root of the run is.
     pub(crate) fn is_zeroed(&self, id: ChunkId) -> Result<bool, PmmError> {
-        Ok(self.node(id)?.has(ZEROED))
+        let n = self.node(id)?;
+        let run = if id.sub() == 0 && !n.has(CONTIG_TAIL) {
+            self.root_ref(id)?.run.max(1)
+        } else {
+            1
+        };
+        for i in 0..run {
+            if !self
+                .node(ChunkId::new(id.root() + i, id.sub()))?
+                .has(ZEROED)
+            {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// How many children a split chunk has (see [`Pmm::nth_child`]).

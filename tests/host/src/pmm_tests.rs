@@ -509,3 +509,27 @@ fn root_metadata_budget() {
     assert_eq!(p.metadata_bytes(), 1024 * P::ROOT_BYTES);
     assert_eq!(ROOT_CHUNK_SIZE, SZ_2M);
 }
+
+/// A contiguous run is zero only if every root of it is: a dirty root in the middle must not
+/// hide behind a zeroed first root (memory would reach its next owner unscrubbed).
+#[test]
+fn contiguous_run_is_zeroed_only_if_every_root_is() {
+    let mut p = pmm(4);
+    let a = alloc1(&mut p, SZ_2M, MemType::User).unwrap();
+    let b = alloc1(&mut p, SZ_2M, MemType::User).unwrap();
+    let c = alloc1(&mut p, SZ_2M, MemType::User).unwrap();
+    p.unpin_allocated(a).unwrap();
+    p.unpin_allocated(b).unwrap();
+    p.unpin_allocated(c).unwrap();
+    assert_eq!(p.free(a, Zero::Zeroed), Ok(FreeOutcome::Freed));
+    assert_eq!(p.free(b, Zero::Dirty), Ok(FreeOutcome::Freed));
+    assert_eq!(p.free(c, Zero::Zeroed), Ok(FreeOutcome::Freed));
+    let run = p.alloc_contiguous(3 * SZ_2M, MemType::User).unwrap();
+    assert_eq!(p.addr(run).unwrap(), p.addr(a).unwrap());
+    assert_eq!(p.is_zeroed(run), Ok(false));
+    p.unpin_allocated(run).unwrap();
+    assert_eq!(p.free(run, Zero::Zeroed), Ok(FreeOutcome::Freed));
+    let run = p.alloc_contiguous(3 * SZ_2M, MemType::User).unwrap();
+    assert_eq!(p.is_zeroed(run), Ok(true));
+    p.check().unwrap();
+}
