@@ -297,8 +297,9 @@ int nvidia_p2p_destroy_mapping(uint64_t p2p_token);
 
 /**
  * nvidia_p2p_get_pages() - pin GPU memory, revocable through a callback
- * @p2p_token: legacy addressing token; current consumers pass 0
+ * @p2p_token: legacy addressing token; current consumers pass 0 (ignored)
  * @va_space: legacy address-space qualifier; current consumers pass 0
+ *	(ignored: the range is looked up in the calling process's allocations)
  * @virtual_address: start of the GPU memory range, a multiple of 64 KiB
  * @length: bytes to pin, a non-zero multiple of 64 KiB
  * @page_table: where the new page table is stored
@@ -323,7 +324,12 @@ int nvidia_p2p_destroy_mapping(uint64_t p2p_token);
  * such a stale pointer later to nvidia_p2p_put_pages() or
  * nvidia_p2p_dma_unmap_pages() is safe and returns 0: nvrs uses these
  * pointers only as lookup keys and never dereferences one it no longer
- * knows.
+ * knows. nvrs does not reuse the memory of a released table or mapping for
+ * the next ones (it is kept, emptied, until thousands more were released),
+ * so a stale pointer does not name a newer pin or mapping either.
+ *
+ * Removal of the GPU revokes the pin the same way, and waits for a callback
+ * already running for it before tearing its mappings down.
  *
  * The callback is registered last, once the table is complete; if this call
  * fails the callback is never called.
@@ -399,7 +405,9 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer,
  * @page_table: the table passed to nvidia_p2p_dma_map_pages()
  * @dma_mapping: the mapping to release
  *
- * After this call neither @dma_mapping nor its addresses may be used.
+ * After this call neither @dma_mapping nor its addresses may be used. If
+ * @peer is not the device the mapping was made for, nvrs unmaps it for that
+ * device anyway and logs one warning, as NVIDIA's driver does.
  *
  * Context: process context; may sleep. Not from a free callback.
  * Return: 0 on success, and also if @dma_mapping is stale (nvrs already
@@ -437,7 +445,10 @@ int nvidia_p2p_put_pages(uint64_t p2p_token, uint32_t va_space,
  * @flags: must be 0
  *
  * Unmaps and frees the table's remaining DMA mappings, frees the table,
- * unpins the memory and drops the GPU reference.
+ * unpins the memory and drops the GPU reference. A persistent pin survives
+ * the removal of its GPU (its DMA mappings do not): until it is put, nvrs
+ * hands out none of the memory it still reaches, even to the same GPU bound
+ * again.
  *
  * Context: process context; may sleep.
  * Return: 0 on success or if @page_table is NULL; -EINVAL if @flags is not 0

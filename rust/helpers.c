@@ -11,11 +11,14 @@
 #include <linux/io.h>
 #include <linux/sizes.h>
 #include <linux/mm.h>
+#include <linux/mmu_notifier.h>
 #include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/pci-p2pdma.h>
 #include <linux/pid.h>
 #include <linux/sched.h>
+#include <linux/sched/mm.h>
+#include <linux/slab.h>
 #include <linux/topology.h>
 
 #include "helpers.h"
@@ -55,6 +58,23 @@ static u32 nvrs_port_kind(struct pci_dev *bridge)
 int nvrs_pcim_enable_device(struct pci_dev *pdev)
 {
 	return pcim_enable_device(pdev);
+}
+
+/**
+ * nvrs_pcim_request_region() - claim a BAR for nvrs without mapping it
+ * @pdev: the device being probed
+ * @bar: the BAR
+ * @name: the owner shown in /proc/iomem
+ *
+ * The emulated GPU's aperture is claimed this way once its identity block has
+ * been read: a kernel mapping of the whole BAR (uncached) would keep the PAT
+ * from giving the aperture the write-combined type. Released at unbind.
+ *
+ * Return: 0 or a negative errno.
+ */
+int nvrs_pcim_request_region(struct pci_dev *pdev, int bar, const char *name)
+{
+	return pcim_request_region(pdev, bar, name);
 }
 
 /**
@@ -196,23 +216,6 @@ int nvrs_dma_map_mmio(struct pci_dev *peer, u64 phys, u64 size, u64 *dma)
 void nvrs_dma_unmap_mmio(struct pci_dev *peer, u64 dma, u64 size)
 {
 	dma_unmap_resource(&peer->dev, dma, size, DMA_BIDIRECTIONAL, 0);
-}
-
-/**
- * nvrs_io_remap_wc() - map GPU aperture into a user VMA, write-combined
- * @vma: the struct vm_area_struct being set up by mmap
- * @addr: user address to map at
- * @phys: CPU physical address (page aligned)
- * @size: bytes (page aligned)
- *
- * Return: 0 or a negative errno from io_remap_pfn_range().
- */
-int nvrs_io_remap_wc(void *vma, unsigned long addr, u64 phys, unsigned long size)
-{
-	struct vm_area_struct *v = vma;
-
-	return io_remap_pfn_range(v, addr, phys >> PAGE_SHIFT, size,
-				  pgprot_writecombine(v->vm_page_prot));
 }
 
 /**
@@ -371,4 +374,199 @@ bool nvrs_module_get(void)
 void nvrs_module_put(void)
 {
 	module_put(THIS_MODULE);
+}
+
+/*
+ * CPU mappings of allocations. mmap only records which allocation a VMA maps
+ * (vm_private_data, a reference counted by open/close); pages are inserted
+ * by the fault handler, which asks the allocation under its lock whether it
+ * is still live. A released allocation faults with SIGBUS, however its VMA
+ * was created, split or moved.
+ */
+
+static vm_fault_t nvrs_vm_fault(struct vm_fault *vmf)
+{
+	return nvrs_alloc_fault(vmf->vma->vm_private_data, vmf,
+				(u64)vmf->pgoff << PAGE_SHIFT);
+}
+
+static void nvrs_vm_open(struct vm_area_struct *vma)
+{
+	nvrs_alloc_vma_open(vma->vm_private_data);
+}
+
+static void nvrs_vm_close(struct vm_area_struct *vma)
+{
+	nvrs_alloc_vma_close(vma->vm_private_data);
+}
+
+static const struct vm_operations_struct nvrs_vm_ops = {
+	.open = nvrs_vm_open,
+	.close = nvrs_vm_close,
+	.fault = nvrs_vm_fault,
+};
+
+/**
+ * nvrs_vma_setup() - make a VMA a fault-mapped, write-combined aperture window
+ * @vma: the struct vm_area_struct being set up by mmap (shared, checked by
+ *       the caller)
+ * @alloc: the allocation it maps; the VMA owns one reference, dropped by
+ *         nvrs_alloc_vma_close()
+ *
+ * The VMA is never copied on fork, expanded or dumped.
+ */
+void nvrs_vma_setup(void *vma, void *alloc)
+{
+	struct vm_area_struct *v = vma;
+
+	vm_flags_set(v, VM_IO | VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP |
+			VM_DONTCOPY);
+	v->vm_page_prot = pgprot_writecombine(vm_get_page_prot(v->vm_flags));
+	v->vm_private_data = alloc;
+	v->vm_ops = &nvrs_vm_ops;
+}
+
+/**
+ * nvrs_vmf_insert() - insert the pages of one piece of aperture on a fault
+ * @vmf: the fault being handled
+ * @file_off: the file offset (GPU VA) the piece starts at
+ * @phys: CPU physical address of the piece
+ * @len: bytes in the piece
+ *
+ * Inserts every page of the piece that lies inside the faulting VMA, so a
+ * 64 KiB piece costs one fault. Called with the allocation's lock held.
+ *
+ * Return: VM_FAULT_NOPAGE, or the error of the faulting page's insertion.
+ */
+vm_fault_t nvrs_vmf_insert(void *vmf, u64 file_off, u64 phys, u64 len)
+{
+	struct vm_fault *f = vmf;
+	struct vm_area_struct *v = f->vma;
+	u64 vma_off = (u64)v->vm_pgoff << PAGE_SHIFT;
+	u64 o;
+
+	for (o = 0; o < len; o += PAGE_SIZE) {
+		unsigned long addr;
+		vm_fault_t ret;
+
+		if (file_off + o < vma_off)
+			continue;
+		addr = v->vm_start + (unsigned long)(file_off + o - vma_off);
+		if (addr >= v->vm_end)
+			break;
+		ret = vmf_insert_pfn_prot(v, addr, (phys + o) >> PAGE_SHIFT,
+					  v->vm_page_prot);
+		if (ret != VM_FAULT_NOPAGE && addr == (f->address & PAGE_MASK))
+			return ret;
+	}
+	return VM_FAULT_NOPAGE;
+}
+
+/**
+ * nvrs_vma_may_share() - whether a VMA may be shared (MAP_SHARED, even read-only)
+ * @vma: the struct vm_area_struct being set up by mmap
+ *
+ * A read-only MAP_SHARED mapping has VM_MAYSHARE without VM_SHARED.
+ *
+ * Return: true for a shared mapping.
+ */
+bool nvrs_vma_may_share(void *vma)
+{
+	return ((struct vm_area_struct *)vma)->vm_flags & VM_MAYSHARE;
+}
+
+/**
+ * nvrs_aperture_wc() - reserve a range of aperture write-combined
+ * @pdev: the GPU, being probed (the reservation is undone at unbind)
+ * @phys: CPU physical address of GPU memory in the aperture
+ * @len: bytes
+ *
+ * With PAT, user mappings then get the write-combined memory type; without a
+ * reservation, a mapping of more than one insertion falls back to UC-. The
+ * MTRR entry helps CPUs without PAT.
+ *
+ * Return: 0 or a negative errno.
+ */
+int nvrs_aperture_wc(struct pci_dev *pdev, u64 phys, u64 len)
+{
+	int ret;
+
+	ret = devm_arch_io_reserve_memtype_wc(&pdev->dev, phys, len);
+	if (ret)
+		return ret;
+	ret = devm_arch_phys_wc_add(&pdev->dev, phys, len);
+	return ret < 0 ? ret : 0;
+}
+
+/*
+ * A VA space lives as long as its process's address space (mm), as UVM's
+ * does: an MMU notifier on the mm tells nvrs when it is torn down (the
+ * process exited or exec'd), even if a child still holds the file.
+ */
+struct nvrs_mm_watch {
+	struct mmu_notifier mn;
+	void *owner;
+};
+
+static void nvrs_mm_release(struct mmu_notifier *mn, struct mm_struct *mm)
+{
+	nvrs_va_space_exit(container_of(mn, struct nvrs_mm_watch, mn)->owner);
+}
+
+static const struct mmu_notifier_ops nvrs_mm_ops = {
+	.release = nvrs_mm_release,
+};
+
+/**
+ * nvrs_mm_watch_current() - watch the calling process's address space
+ * @owner: passed to nvrs_va_space_exit() when the address space goes away
+ *
+ * Return: the watch, or an ERR_PTR() (-EINVAL for a kernel thread).
+ */
+void *nvrs_mm_watch_current(void *owner)
+{
+	struct nvrs_mm_watch *w;
+	int ret;
+
+	if (!current->mm)
+		return ERR_PTR(-EINVAL);
+	w = kzalloc_obj(*w);
+	if (!w)
+		return ERR_PTR(-ENOMEM);
+	w->owner = owner;
+	w->mn.ops = &nvrs_mm_ops;
+	ret = mmu_notifier_register(&w->mn, current->mm);
+	if (ret) {
+		kfree(w);
+		return ERR_PTR(ret);
+	}
+	return w;
+}
+
+/**
+ * nvrs_mm_watch_is_current() - whether a watch is on the caller's address space
+ * @watch: from nvrs_mm_watch_current()
+ *
+ * The watch holds the mm_struct (mmgrab), so its address is not reused.
+ *
+ * Return: true if current runs in the watched address space.
+ */
+bool nvrs_mm_watch_is_current(void *watch)
+{
+	return ((struct nvrs_mm_watch *)watch)->mn.mm == current->mm;
+}
+
+/**
+ * nvrs_mm_watch_stop() - stop watching and free the watch
+ * @watch: from nvrs_mm_watch_current()
+ *
+ * Runs the release callback first if the address space is still alive, and
+ * waits for one that is running. Sleeps.
+ */
+void nvrs_mm_watch_stop(void *watch)
+{
+	struct nvrs_mm_watch *w = watch;
+
+	mmu_notifier_unregister(&w->mn, w->mn.mm);
+	kfree(w);
 }

@@ -9,6 +9,7 @@
 
 #include <linux/types.h>
 #include <linux/stddef.h>
+#include <linux/mm_types.h>
 
 struct device;
 struct pci_dev;
@@ -39,6 +40,7 @@ struct nvrs_pci_endpoint {
 };
 
 int nvrs_pcim_enable_device(struct pci_dev *pdev);
+int nvrs_pcim_request_region(struct pci_dev *pdev, int bar, const char *name);
 int nvrs_pci_describe(struct pci_dev *pdev, struct nvrs_pci_endpoint *ep);
 int nvrs_pci_peers(u32 extra_vendor_device, struct nvrs_pci_endpoint *eps,
 		   u32 max);
@@ -47,7 +49,13 @@ int nvrs_node_cpulist(int node, char *buf, u32 len);
 
 int nvrs_dma_map_mmio(struct pci_dev *peer, u64 phys, u64 size, u64 *dma);
 void nvrs_dma_unmap_mmio(struct pci_dev *peer, u64 dma, u64 size);
-int nvrs_io_remap_wc(void *vma, unsigned long addr, u64 phys, unsigned long size);
+void nvrs_vma_setup(void *vma, void *alloc);
+vm_fault_t nvrs_vmf_insert(void *vmf, u64 file_off, u64 phys, u64 len);
+bool nvrs_vma_may_share(void *vma);
+int nvrs_aperture_wc(struct pci_dev *pdev, u64 phys, u64 len);
+void *nvrs_mm_watch_current(void *owner);
+bool nvrs_mm_watch_is_current(void *watch);
+void nvrs_mm_watch_stop(void *watch);
 unsigned long nvrs_vma_pgoff(void *vma);
 void *nvrs_vma_inode_get(void *vma);
 void nvrs_inode_put(void *inode);
@@ -61,6 +69,12 @@ void nvrs_process_put(void *pid);
 int nvrs_zero_mmio(u64 phys, u64 len);
 bool nvrs_module_get(void);
 void nvrs_module_put(void);
+
+/* Implemented in Rust (src/vaspace/cpu_map.rs, src/vaspace/mod.rs). */
+vm_fault_t nvrs_alloc_fault(void *alloc, void *vmf, u64 file_off);
+void nvrs_alloc_vma_open(void *alloc);
+void nvrs_alloc_vma_close(void *alloc);
+void nvrs_va_space_exit(void *owner);
 
 /* rust/bench_buddy.c: the gpu_buddy benchmark anchor. */
 u64 nvrs_now_ns(void);

@@ -4,17 +4,21 @@
 //!
 //! Every open file of a process shares that process's [`VaSpace`]. The ioctls list GPUs,
 //! allocate and free GPU memory; `mmap` with the allocation's VA as the offset maps (a 64 KiB
-//! aligned part of) it for the CPU through the aperture, write-combined.
+//! aligned part of) it for the CPU through the aperture, write-combined, filled on demand by the
+//! fault handler ([`crate::vaspace::cpu_map`]).
 //!
-//! Releasing an allocation (free, process exit, GPU removal) removes its user mappings first:
-//! later accesses through them fault with `SIGBUS`, so memory is never handed to someone else
-//! while a stale CPU mapping can still reach it. `mmap` offsets are GPU VAs, unique across
-//! processes, so removing the offsets of one allocation touches no other mapping.
+//! Only the process that opened the file may allocate, free or map through it (`-EPERM` for a
+//! child that inherited it), and allocating or freeing needs a file opened for writing
+//! (`-EBADF`). Releasing an allocation (free, process exit, GPU removal) removes its user
+//! mappings: later accesses through them fault with `SIGBUS`.
 //!
 //! The node is created mode 0600 (root only); see the UAPI header for the access policy.
 
 use kernel::{
-    fs::File,
+    fs::{
+        file::flags,
+        File, //
+    },
     ioctl::{
         _IOR,
         _IOW,
@@ -102,7 +106,7 @@ const FREE: u32 = _IOW::<FreeArg>(MAGIC, 3);
 
 /// `NVRS_ALLOC_CONTIGUOUS`.
 const ALLOC_CONTIGUOUS: u32 = 1 << 0;
-/// `NVRS_ALLOC_ZERO`.
+/// `NVRS_ALLOC_ZERO`: accepted for compatibility; all memory is handed out zeroed.
 const ALLOC_ZERO: u32 = 1 << 1;
 
 /// An open `/dev/nvrs`.
@@ -141,6 +145,17 @@ impl NvrsFile {
         Ok(0)
     }
 
+    /// Allocating and freeing: only the owning process, through a file open for writing.
+    fn check_writer(&self, file: &File) -> Result {
+        if !self.vs.is_current() {
+            return Err(EPERM);
+        }
+        if file.flags() & flags::O_ACCMODE == flags::O_RDONLY {
+            return Err(EBADF);
+        }
+        Ok(())
+    }
+
     fn alloc(&self, arg: usize) -> Result<isize> {
         let (mut r, mut w) =
             UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<AllocArg>())
@@ -150,12 +165,7 @@ impl NvrsFile {
             return Err(EINVAL);
         }
         let g = gpu::by_index(a.gpu).ok_or(ENODEV)?;
-        let span = self.vs.alloc(
-            g,
-            a.size,
-            a.flags & ALLOC_CONTIGUOUS != 0,
-            a.flags & ALLOC_ZERO != 0,
-        )?;
+        let span = self.vs.alloc(g, a.size, a.flags & ALLOC_CONTIGUOUS != 0)?;
         a.va = span.start();
         if let Err(e) = w.write(&a) {
             // The caller cannot learn the VA: do not leak the memory.
@@ -187,7 +197,7 @@ impl MiscDevice for NvrsFile {
         device.vs.close();
     }
 
-    fn ioctl(me: &NvrsFile, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+    fn ioctl(me: &NvrsFile, file: &File, cmd: u32, arg: usize) -> Result<isize> {
         match cmd {
             GPU_COUNT => {
                 let n = u32::try_from(gpu::count()).unwrap_or(u32::MAX);
@@ -197,46 +207,49 @@ impl MiscDevice for NvrsFile {
                 Ok(0)
             }
             GPU_INFO => me.gpu_info(arg),
-            ALLOC => me.alloc(arg),
-            FREE => me.free(arg),
+            ALLOC => me.check_writer(file).and_then(|()| me.alloc(arg)),
+            FREE => me.check_writer(file).and_then(|()| me.free(arg)),
             _ => Err(ENOTTY),
         }
     }
 
     fn mmap(me: &NvrsFile, _file: &File, vma: &VmaNew) -> Result {
+        if !me.vs.is_current() {
+            return Err(EPERM);
+        }
         let va = helpers::vma_offset(vma);
         let len = u64::try_from(vma.end() - vma.start())?;
         if va % P2P_PAGE_SIZE != 0 || len % P2P_PAGE_SIZE != 0 {
             return Err(EINVAL);
         }
-        // A private mapping would get copy-on-write semantics over device memory.
-        if vma.flags() & kernel::mm::virt::flags::SHARED == 0 {
+        // A private mapping would get copy-on-write semantics over device memory. Read-only
+        // shared mappings are fine (VM_MAYSHARE without VM_SHARED).
+        if !helpers::vma_may_share(vma) {
             return Err(EINVAL);
+        }
+        // GPU memory is data, never code.
+        if vma.executable() {
+            return Err(EPERM);
         }
         let want = Span::new(va, len).ok_or(EINVAL)?;
         let a = me.vs.find(&want).ok_or(ENOENT)?;
-        // Held while mapping: a release waits for it, then removes what was mapped, or this
-        // sees the release and refuses.
-        let mut st = a.state.lock();
-        if st.released || a.backing.mem.is_gone() {
-            return Err(ENOENT);
-        }
         let inode = helpers::MappedInode::of(vma);
-        if !st.mapped.iter().any(|m| m.same(&inode)) {
-            st.mapped.push(inode, GFP_KERNEL)?;
+        {
+            let mut st = a.state.lock();
+            // A release that ran before this refuses the mapping; one that runs after finds the
+            // inode recorded, and the VMA's faults find the allocation released.
+            if st.released || a.backing.mem.is_gone() {
+                return Err(ENOENT);
+            }
+            if !st.mapped.iter().any(|m| m.same(&inode)) {
+                st.mapped.push(inode, GFP_KERNEL)?;
+            }
+            st.touched = true;
         }
-        vma.set_io();
-        vma.set_dontexpand();
-        vma.set_dontcopy();
-        let phys = a.gpu.aperture.phys;
-        let offset = va - a.span.start();
-        let mut done = 0u64;
-        while done < len {
-            let fb = a.fb_offset_at(offset + done).ok_or(EINVAL)?;
-            let user = vma.start() + usize::try_from(done)?;
-            helpers::io_remap_wc(vma, user, phys + fb, usize::try_from(P2P_PAGE_SIZE)?)?;
-            done += P2P_PAGE_SIZE;
-        }
+        vma.try_clear_mayexec()?;
+        // SAFETY: `vma` is the shared VMA of this `mmap` call; the reference from `into_raw` is
+        // handed to it and dropped by its `close`. Nothing can fail after this.
+        unsafe { helpers::vma_setup(vma, Arc::into_raw(a).cast()) };
         Ok(())
     }
 }

@@ -11,6 +11,16 @@
 //! [`crate::hwref::ident`], finds the aperture with [`crate::aperture`], registers the GPU in
 //! [`crate::gpu`] and creates `debugfs/nvrs/<pci name>/info`. Every failure is one `dev_err!`
 //! line and an errno; nothing is left behind.
+//!
+//! # Removal
+//!
+//! [`NvrsDriver::unbind`] is the one place that tears a GPU down, top-down: mark its memory
+//! gone (nothing new is allocated, pinned or mapped), release its allocations in every VA space
+//! (CPU mappings removed, non-persistent pins revoked through their callbacks), then drain the
+//! pins left (waiting for callbacks already running elsewhere, unmapping persistent pins), and
+//! retire the memory manager if persistent pins still hold memory ([`crate::fb`]). Only then are
+//! the driver data, the registry entry and the mappings of the BARs dropped. Lower layers never
+//! reach up into this.
 
 use kernel::{
     debugfs,
@@ -117,11 +127,9 @@ enum Regs<'bound> {
         /// Held for its `Drop`, which unmaps and releases the region.
         _bar0: pci::Bar<'bound, BAR0_MIN>,
     },
-    /// ivshmem-plain shared memory, starting with the identity block.
-    Emulated {
-        /// Held for its `Drop`, which unmaps and releases the region.
-        _shmem: pci::Bar<'bound, { emu_identity::SIZE }>,
-    },
+    /// ivshmem-plain shared memory: claimed (managed) but not mapped, so that the aperture
+    /// can be write-combined.
+    Emulated,
 }
 
 /// Driver data of a bound GPU.
@@ -165,18 +173,7 @@ impl pci::Driver for NvrsDriver {
             };
             let name = CString::try_from(pdev.as_ref().name())?;
             let mem = match probed.backend {
-                Backend::Emulated => Some(
-                    FbMemory::new(
-                        probed.ident.table,
-                        aperture.phys,
-                        probed.fb.offset,
-                        probed.fb.size,
-                    )
-                    .map_err(|e| {
-                        dev_err!(pdev, "cannot set up the memory manager: {e:?}\n");
-                        ENODEV
-                    })?,
-                ),
+                Backend::Emulated => Some(emulated_memory(pdev, aperture, &probed)?),
                 // The usable framebuffer of a real GPU comes from its firmware, which nvrs
                 // does not boot yet: no memory is handed out.
                 Backend::Hardware => None,
@@ -205,6 +202,8 @@ impl pci::Driver for NvrsDriver {
             )?;
             let dir = gpu::debugfs_dir(pdev.as_ref().name())?;
             let registered = Registered::new(info.clone())?;
+            // Removal must be able to retire this GPU's memory without allocating.
+            crate::fb::reserve_retired(gpu::count())?;
             let (chip, chipset) = (info.ident.chipset.name, info.ident.chipset.id);
             let file_data = info.clone();
             let pmm_files = match &mem {
@@ -231,6 +230,77 @@ impl pci::Driver for NvrsDriver {
             }))
         })
     }
+
+    fn unbind<'bound>(pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
+        Self::teardown(pdev, &this.info);
+    }
+}
+
+impl NvrsDriver {
+    /// Tears the GPU's memory down; see the module documentation.
+    fn teardown(pdev: &pci::Device<Core<'_>>, gpu: &GpuInfo) {
+        let Some(mem) = &gpu.mem else {
+            return;
+        };
+        mem.set_gone();
+        crate::vaspace::release_gpu(gpu);
+        crate::p2p::pin::drain_gpu(mem);
+        let pins = crate::p2p::pin::count_on(mem);
+        if pins != 0 {
+            dev_warn!(
+                pdev,
+                "{} persistent pins hold {} of GPU memory past removal; it is not handed out again until they are put\n",
+                pins,
+                Size(mem.held_bytes())
+            );
+        }
+        if mem.held_bytes() != 0 {
+            crate::fb::retire(mem.clone());
+        }
+    }
+}
+
+/// Sets up the memory manager of an emulated GPU, refusing allocations while memory it
+/// overlaps is still held by pins from before an earlier removal, and reserves its aperture
+/// write-combined.
+fn emulated_memory(
+    pdev: &pci::Device<Core<'_>>,
+    aperture: Aperture,
+    probed: &Probed,
+) -> Result<Arc<FbMemory>> {
+    let phys = aperture.phys + probed.fb.offset;
+    let blocked_by = crate::fb::retired_overlapping(phys, probed.fb.size, &probed.uuid);
+    if let Some(old) = &blocked_by {
+        dev_warn!(
+            pdev,
+            "{} of this GPU's memory is still pinned from before its removal; allocations fail with EBUSY until those pins are put\n",
+            Size(old.held_bytes())
+        );
+    }
+    let mem = FbMemory::new(
+        probed.ident.table,
+        aperture.phys,
+        probed.fb.offset,
+        probed.fb.size,
+        probed.uuid,
+        blocked_by,
+    )
+    .map_err(|e| {
+        dev_err!(pdev, "cannot set up the memory manager: {e:?}\n");
+        if e == ENOMEM {
+            ENOMEM
+        } else {
+            ENODEV
+        }
+    })?;
+    // Without it, user mappings fall back to uncached; they still work.
+    if let Err(e) = crate::helpers::aperture_wc(pdev, phys, probed.fb.size) {
+        dev_warn!(
+            pdev,
+            "cannot reserve the aperture write-combined ({e:?}); CPU mappings are uncached\n"
+        );
+    }
+    Ok(mem)
 }
 
 fn render_info(info: &Arc<GpuInfo>, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -365,16 +435,24 @@ fn probe_emulated<'bound>(
         );
         return Err(ENODEV);
     }
-    let bar = pdev
-        .iomap_region_sized::<{ emu_identity::SIZE }>(aperture.bar, c"nvrs/aperture")
-        .map_err(|e| {
-            dev_err!(pdev, "cannot map the shared memory: {e:?}\n");
-            ENODEV
-        })?;
     let mut block = [0u8; emu_identity::SIZE];
-    for (i, chunk) in block.chunks_exact_mut(4).enumerate() {
-        chunk.copy_from_slice(&bar.try_read32(4 * i)?.to_le_bytes());
+    {
+        // Mapped (uncached) only while the block is read: a standing mapping of the whole BAR
+        // would keep the aperture from being reserved write-combined.
+        let bar = pdev
+            .iomap_region_sized::<{ emu_identity::SIZE }>(aperture.bar, c"nvrs/aperture")
+            .map_err(|e| {
+                dev_err!(pdev, "cannot map the shared memory: {e:?}\n");
+                ENODEV
+            })?;
+        for (i, chunk) in block.chunks_exact_mut(4).enumerate() {
+            chunk.copy_from_slice(&bar.try_read32(4 * i)?.to_le_bytes());
+        }
     }
+    crate::helpers::pcim_request_region(pdev, aperture.bar, c"nvrs/aperture").map_err(|e| {
+        dev_err!(pdev, "cannot claim the shared memory: {e:?}\n");
+        ENODEV
+    })?;
     let id = EmuIdentity::parse(&block, aperture.len).map_err(|e| emu_error(pdev, e))?;
     let ident = ident::identify(id.boot0, id.boot42).map_err(|e| ident_error(pdev, e))?;
     let probed = Probed {
@@ -394,5 +472,5 @@ fn probe_emulated<'bound>(
             links_per_peer: id.nvlinks_per_peer,
         },
     };
-    Ok((probed, Regs::Emulated { _shmem: bar }))
+    Ok((probed, Regs::Emulated))
 }

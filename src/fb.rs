@@ -6,10 +6,19 @@
 //! a chunk at offset `o` is reached by the CPU and by peers at `aperture.phys + o`. Its chunk
 //! sizes come from the GPU's hwref table.
 //!
+//! # Removal with pins outstanding
+//!
+//! When a GPU is unbound, its allocations are released and its non-persistent pins revoked, but
+//! a persistent pin keeps its chunks (NVIDIA's driver likewise keeps the memory of a persistent
+//! pin until it is put). The departing manager is then *retired* ([`retire`]): a GPU probed
+//! later whose memory overlaps it (the same GPU after a rescan, or another function at the same
+//! aperture) refuses allocations with `-EBUSY` ([`FbMemory::usable`]) until every such pin is
+//! put, so no byte an old pin still reaches is handed out again.
+//!
 //! # Locking
 //!
 //! `pmm` is a mutex (metadata allocation sleeps). It is the innermost nvrs lock: nothing else is
-//! taken while it is held.
+//! taken while it is held. See [`crate::locking`].
 
 use core::fmt;
 
@@ -45,36 +54,111 @@ pub(crate) struct FbMemory {
     pub(crate) pmm: Mutex<Pmm<KernelStorage>>,
     /// CPU physical address of the aperture (offset 0 of the manager's address space).
     pub(crate) aperture_phys: u64,
-    /// The GPU is going away: no new allocations, pins or DMA mappings.
+    /// The GPU is going away: no new allocations, pins or DMA mappings. Set before the
+    /// teardown walks the VA spaces, pins and mappings; every path that adds to those checks it
+    /// under the lock the walk takes (see [`crate::locking`]).
     gone: Atomic<bool>,
+    /// Bytes handed out and not yet returned.
+    held: Atomic<u64>,
+    /// A retired manager whose memory overlaps this one's, while pins made before its GPU's
+    /// removal still hold some of it.
+    blocked_by: Option<Arc<FbMemory>>,
+    /// The GPU's UUID (all zero if unknown): a GPU coming back after a rescan is the same GPU
+    /// even if its aperture moved.
+    uuid: [u8; 16],
 }
 
 /// Maps a memory-manager error to an errno.
 pub(crate) fn errno(e: PmmError) -> Error {
     match e {
-        PmmError::NoSpace => ENOMEM,
-        PmmError::OutOfMemory => ENOMEM,
-        PmmError::Pinned | PmmError::Revoking => EBUSY,
-        PmmError::InvalidId | PmmError::NotHead | PmmError::NotAllocated => ENOENT,
-        PmmError::Corrupt => EIO,
-        _ => EINVAL,
+        PmmError::NoSpace | PmmError::OutOfMemory => ENOMEM,
+        PmmError::Pinned | PmmError::Revoking | PmmError::PinOverflow => EBUSY,
+        PmmError::InvalidId
+        | PmmError::NotHead
+        | PmmError::NotAllocated
+        | PmmError::NotPinned
+        | PmmError::NotSplit => ENOENT,
+        PmmError::Misaligned
+        | PmmError::Empty
+        | PmmError::TooLarge
+        | PmmError::BadSizes
+        | PmmError::BadSize => EINVAL,
+        PmmError::IllegalTransition { .. } | PmmError::Corrupt => EIO,
     }
+}
+
+kernel::sync::global_lock! {
+    // SAFETY: `init_retired` calls `init` from the module initialiser, before the driver is
+    // registered and so before any other use.
+    pub(crate) unsafe(uninit) static RETIRED: Mutex<KVec<Arc<FbMemory>>> = KVec::new();
+}
+
+/// Initialises the list of retired managers. Called once, from module init.
+pub(crate) fn init_retired() {
+    // SAFETY: Module init runs once, so `init` is called exactly once, before any other use.
+    unsafe { RETIRED.init() };
+}
+
+/// Frees the list at module exit (no pin can exist then: each persistent pin holds the module).
+pub(crate) fn fini_retired() {
+    drop(core::mem::take(&mut *RETIRED.lock()));
+}
+
+/// Makes room to retire every bound GPU's manager later without allocating (GPU removal must
+/// not fail). Called at probe.
+pub(crate) fn reserve_retired(bound: usize) -> Result {
+    let mut r = RETIRED.lock();
+    let want = r.len() + bound;
+    let more = want.saturating_sub(r.len());
+    r.reserve(more, GFP_KERNEL)?;
+    Ok(())
+}
+
+/// Keeps a departing GPU's manager while pins made before the removal hold its memory.
+pub(crate) fn retire(mem: Arc<FbMemory>) {
+    let mut r = RETIRED.lock();
+    r.retain(|m| m.held_bytes() != 0);
+    if r.push_within_capacity(mem).is_err() {
+        // `reserve_retired` made room at probe; this is a bug, and the memory stays blocked
+        // only for as long as this manager is referenced by its pins.
+        pr_err!("no room to retire a GPU memory manager\n");
+    }
+}
+
+/// The retired manager still holding memory of the GPU with `uuid` (if known) or overlapping
+/// `[phys, phys + len)`, if any.
+pub(crate) fn retired_overlapping(phys: u64, len: u64, uuid: &[u8; 16]) -> Option<Arc<FbMemory>> {
+    let mut r = RETIRED.lock();
+    r.retain(|m| m.held_bytes() != 0);
+    let end = phys.saturating_add(len);
+    r.iter()
+        .find(|m| {
+            let (s, e) = m.range();
+            (s < end && phys < e) || (*uuid != [0; 16] && m.uuid == *uuid)
+        })
+        .cloned()
 }
 
 impl FbMemory {
     /// A manager for `[fb_offset, fb_offset + fb_size)` of the aperture at `aperture_phys`.
+    /// Allocations are refused while `blocked_by` holds memory.
     pub(crate) fn new(
         table: &ArchTable,
         aperture_phys: u64,
         fb_offset: u64,
         fb_size: u64,
+        uuid: [u8; 16],
+        blocked_by: Option<Arc<FbMemory>>,
     ) -> Result<Arc<Self>> {
         let pmm = Pmm::new(fb_offset, fb_size, table.pmm_chunk_sizes).map_err(errno)?;
         Arc::pin_init(
             try_pin_init!(Self {
-                pmm <- new_mutex!(pmm),
+                pmm <- new_mutex!(pmm, "FbMemory::pmm"),
                 aperture_phys,
                 gone: Atomic::new(false),
+                held: Atomic::new(0),
+                blocked_by,
+                uuid,
             }),
             GFP_KERNEL,
         )
@@ -83,6 +167,40 @@ impl FbMemory {
     /// Marks the GPU as going away.
     pub(crate) fn set_gone(&self) {
         self.gone.store(true, Release);
+    }
+
+    /// Whether memory may be handed out: `-ENODEV` once the GPU is going away, `-EBUSY` while
+    /// pins made before an earlier removal still hold memory that overlaps this GPU's.
+    pub(crate) fn usable(&self) -> Result {
+        if self.is_gone() {
+            return Err(ENODEV);
+        }
+        match &self.blocked_by {
+            Some(old) if old.held_bytes() != 0 => Err(EBUSY),
+            _ => Ok(()),
+        }
+    }
+
+    /// The CPU physical range of the managed memory.
+    fn range(&self) -> (u64, u64) {
+        let pmm = self.pmm.lock();
+        let start = self.aperture_phys + pmm.base();
+        (start, start.saturating_add(pmm.total_bytes()))
+    }
+
+    /// Bytes handed out and not yet returned.
+    pub(crate) fn held_bytes(&self) -> u64 {
+        self.held.load(Acquire)
+    }
+
+    /// Counts `n` bytes handed out.
+    pub(crate) fn add_held(&self, n: u64) {
+        self.held.fetch_add(n, Release);
+    }
+
+    /// Counts `n` bytes returned.
+    pub(crate) fn sub_held(&self, n: u64) {
+        self.held.fetch_sub(n, Release);
     }
 
     /// Whether the GPU is going away.

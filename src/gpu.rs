@@ -9,7 +9,8 @@
 //! # Locking
 //!
 //! [`GPUS`] is a mutex around a short vector; it is taken only at probe, remove and lookup, never
-//! while another nvrs lock is held.
+//! while another nvrs lock is held. This module knows nothing of the VA spaces and pins built on
+//! top of a GPU: the driver's `unbind` tears those down ([`crate::driver`]).
 
 use core::fmt;
 
@@ -272,15 +273,11 @@ impl RegistryGuard {
 
 impl Drop for RegistryGuard {
     fn drop(&mut self) {
-        // Statics outlive the module's code but not its unload: free every registry's buffer
-        // (a static's own `Drop` never runs).
-        {
-            let mut reg = GPUS.lock();
-            reg.debugfs = None;
-            drop(core::mem::take(&mut reg.gpus));
-        }
-        crate::vaspace::fini_registry();
-        crate::p2p::pin::fini_registry();
+        // Statics outlive the module's code but not its unload: free the registry's buffer (a
+        // static's own `Drop` never runs).
+        let mut reg = GPUS.lock();
+        reg.debugfs = None;
+        drop(core::mem::take(&mut reg.gpus));
     }
 }
 
@@ -301,8 +298,8 @@ pub(crate) fn free_index() -> u32 {
         .unwrap_or(u32::MAX)
 }
 
-/// A GPU's entry in the registry; dropping it removes the GPU, after releasing every
-/// allocation on it (revoking its pins).
+/// A GPU's entry in the registry; dropping it removes the GPU. The driver's `unbind` has torn
+/// the GPU's memory down by then.
 pub(crate) struct Registered(Arc<GpuInfo>);
 
 impl Registered {
@@ -319,18 +316,7 @@ impl Registered {
 
 impl Drop for Registered {
     fn drop(&mut self) {
-        // No new allocations, pins or mappings from here on: the memory manager refuses them
-        // (checked under the locks that allocation, pinning and mapping hold).
-        if let Some(mem) = &self.0.mem {
-            mem.set_gone();
-        }
         GPUS.lock().gpus.retain(|g| !Arc::ptr_eq(g, &self.0));
-        crate::vaspace::release_gpu(&self.0);
-        if let Some(mem) = &self.0.mem {
-            // Pins that outlive their allocation's VA space (persistent ones) lose their
-            // mappings of the departing aperture.
-            crate::p2p::pin::unmap_gpu(mem);
-        }
     }
 }
 

@@ -54,13 +54,24 @@ const _: () = assert!(MAX_HOPS == crate::topology::link::MAX_HOPS);
 
 extern "C" {
     fn nvrs_pcim_enable_device(pdev: *mut c_void) -> c_int;
+    fn nvrs_pcim_request_region(
+        pdev: *mut c_void,
+        bar: c_int,
+        name: *const kernel::ffi::c_char,
+    ) -> c_int;
     fn nvrs_pci_describe(pdev: *mut c_void, ep: *mut RawEndpoint) -> c_int;
     fn nvrs_pci_peers(extra_vendor_device: u32, eps: *mut RawEndpoint, max: u32) -> c_int;
     fn nvrs_p2pdma_distance(provider: *mut c_void, client_id: u64) -> c_int;
     fn nvrs_node_cpulist(node: c_int, buf: *mut c_char, len: u32) -> c_int;
     fn nvrs_dma_map_mmio(peer: *mut c_void, phys: u64, size: u64, dma: *mut u64) -> c_int;
     fn nvrs_dma_unmap_mmio(peer: *mut c_void, dma: u64, size: u64);
-    fn nvrs_io_remap_wc(vma: *mut c_void, addr: usize, phys: u64, size: usize) -> c_int;
+    fn nvrs_vma_setup(vma: *mut c_void, alloc: *const c_void);
+    fn nvrs_vmf_insert(vmf: *mut c_void, file_off: u64, phys: u64, len: u64) -> u32;
+    fn nvrs_vma_may_share(vma: *mut c_void) -> bool;
+    fn nvrs_aperture_wc(pdev: *mut c_void, phys: u64, len: u64) -> c_int;
+    fn nvrs_mm_watch_current(owner: *const c_void) -> *mut c_void;
+    fn nvrs_mm_watch_is_current(watch: *mut c_void) -> bool;
+    fn nvrs_mm_watch_stop(watch: *mut c_void);
     fn nvrs_vma_pgoff(vma: *mut c_void) -> usize;
     fn nvrs_vma_inode_get(vma: *mut c_void) -> *mut c_void;
     fn nvrs_inode_put(inode: *mut c_void);
@@ -68,9 +79,6 @@ extern "C" {
     fn nvrs_pci_dev_get(pdev: *mut c_void) -> *mut c_void;
     fn nvrs_pci_dev_put(pdev: *mut c_void);
     fn nvrs_current_tgid() -> c_int;
-    fn nvrs_current_process() -> *mut c_void;
-    fn nvrs_current_process_get() -> *mut c_void;
-    fn nvrs_process_put(pid: *mut c_void);
     fn nvrs_zero_mmio(phys: u64, len: u64) -> c_int;
     fn nvrs_module_get() -> bool;
     fn nvrs_module_put();
@@ -125,6 +133,21 @@ pub(crate) fn pcim_enable_device(pdev: &pci::Device<kernel::device::Core<'_>>) -
     // SAFETY: `raw_pci_dev` returns the valid `struct pci_dev` being probed (the `Core` context
     // guarantees we are in probe with the device lock held).
     kernel::error::to_result(unsafe { nvrs_pcim_enable_device(raw_pci_dev(pdev)) })
+}
+
+/// Claims BAR `bar` of `pdev` for nvrs without mapping it, managed: released when probe fails
+/// or the device is unbound.
+pub(crate) fn pcim_request_region(
+    pdev: &pci::Device<kernel::device::Core<'_>>,
+    bar: u32,
+    name: &'static CStr,
+) -> Result {
+    let bar = c_int::try_from(bar)?;
+    // SAFETY: `raw_pci_dev` returns the valid `struct pci_dev` being probed; `name` is a static
+    // NUL-terminated string, as the resource keeps a pointer to it.
+    kernel::error::to_result(unsafe {
+        nvrs_pcim_request_region(raw_pci_dev(pdev), bar, name.as_char_ptr())
+    })
 }
 
 /// Describes where `pdev` sits in the PCI hierarchy.
@@ -221,30 +244,139 @@ impl Drop for PeerRef {
 }
 
 /// Maps `[phys, phys + size)` of a GPU aperture for DMA by `peer`.
-pub(crate) fn dma_map_mmio(peer: &PeerRef, phys: u64, size: u64) -> Result<u64> {
+///
+/// # Safety
+///
+/// The range must be GPU memory held by a live pin, which unmaps the result with
+/// [`dma_unmap_mmio`] before the pin ends: the peer may reach it until then.
+pub(crate) unsafe fn dma_map_mmio(peer: &PeerRef, phys: u64, size: u64) -> Result<u64> {
     let mut dma = 0u64;
-    // SAFETY: `peer.ptr` is a valid `struct pci_dev` (type invariant); `dma` is writable.
+    // SAFETY: `peer.ptr` is a valid `struct pci_dev` (type invariant); `dma` is writable; the
+    // range is pinned GPU memory (function safety requirement).
     kernel::error::to_result(unsafe { nvrs_dma_map_mmio(peer.ptr, phys, size, &mut dma) })?;
     Ok(dma)
 }
 
 /// Undoes [`dma_map_mmio`].
-pub(crate) fn dma_unmap_mmio(peer: &PeerRef, dma: u64, size: u64) {
+///
+/// # Safety
+///
+/// `dma` and `size` must be a mapping [`dma_map_mmio`] made for `peer` and not yet unmapped.
+pub(crate) unsafe fn dma_unmap_mmio(peer: &PeerRef, dma: u64, size: u64) {
     // SAFETY: `peer.ptr` is a valid `struct pci_dev` (type invariant); `dma`/`size` came from
     // `dma_map_mmio` on the same peer.
     unsafe { nvrs_dma_unmap_mmio(peer.ptr, dma, size) }
 }
 
-/// Maps `[phys, phys + size)` write-combined at user address `addr` of `vma`.
-pub(crate) fn io_remap_wc(
-    vma: &kernel::mm::virt::VmaNew,
-    addr: usize,
+/// Makes `vma` a fault-mapped, write-combined window on the allocation at `alloc`, never
+/// copied on fork, expanded, dumped or executable. The VMA takes over the reference `alloc`
+/// stands for (an `Arc::into_raw`); the VMA callbacks in [`crate::vaspace::cpu_map`] count it.
+///
+/// # Safety
+///
+/// `vma` must be the shared VMA of the current `mmap` call, and `alloc` a pointer obtained from
+/// `Arc::<Allocation>::into_raw` whose reference is handed to the VMA.
+pub(crate) unsafe fn vma_setup(vma: &kernel::mm::virt::VmaNew, alloc: *const c_void) {
+    // SAFETY: `vma` is being set up by the current `mmap` call (the caller's guarantee), so its
+    // flags, protection, operations and private data are ours to set.
+    unsafe { nvrs_vma_setup(vma.as_ptr().cast(), alloc) }
+}
+
+/// Whether `vma` is a shared mapping (`MAP_SHARED`, writable or not).
+pub(crate) fn vma_may_share(vma: &kernel::mm::virt::VmaNew) -> bool {
+    // SAFETY: `vma.as_ptr()` is the valid VMA of the current `mmap` call; only its flags are read.
+    unsafe { nvrs_vma_may_share(vma.as_ptr().cast()) }
+}
+
+/// A page fault being handled by nvrs's VMA operations.
+///
+/// # Invariants
+///
+/// `vmf` is a valid `struct vm_fault` of a VMA set up by [`vma_setup`], for the duration of the
+/// fault handler that lent it.
+pub(crate) struct Fault {
+    vmf: *mut c_void,
+}
+
+impl Fault {
+    /// Wraps the fault the C handler passed in.
+    ///
+    /// # Safety
+    ///
+    /// `vmf` must be the `struct vm_fault` being handled, valid until the returned value is
+    /// dropped, on a VMA set up by [`vma_setup`].
+    pub(crate) unsafe fn from_raw(vmf: *mut c_void) -> Self {
+        // INVARIANT: By the caller's guarantee.
+        Self { vmf }
+    }
+
+    /// Inserts the pages of the aperture piece at `phys` (`len` bytes), which backs the file
+    /// offsets from `file_off`, into the faulting VMA; returns the `vm_fault_t`.
+    ///
+    /// # Safety
+    ///
+    /// `[phys, phys + len)` must be GPU memory of a live allocation that this VMA maps at
+    /// `file_off`, and stay so until the allocation's release removes the mappings (the caller
+    /// holds the allocation's lock).
+    pub(crate) unsafe fn insert(&self, file_off: u64, phys: u64, len: u64) -> u32 {
+        // SAFETY: `vmf` is the fault being handled (type invariant); the range is the caller's
+        // allocation (function safety requirement).
+        unsafe { nvrs_vmf_insert(self.vmf, file_off, phys, len) }
+    }
+}
+
+/// Reserves `[phys, phys + len)` of `pdev`'s aperture write-combined (PAT memory type, and an
+/// MTRR where the CPU has no PAT); undone automatically when the GPU is unbound.
+pub(crate) fn aperture_wc(
+    pdev: &pci::Device<kernel::device::Core<'_>>,
     phys: u64,
-    size: usize,
+    len: u64,
 ) -> Result {
-    // SAFETY: `vma.as_ptr()` is the VMA being set up by the `mmap` call that lent us `vma`;
-    // the helper checks nothing else.
-    kernel::error::to_result(unsafe { nvrs_io_remap_wc(vma.as_ptr().cast(), addr, phys, size) })
+    // SAFETY: `raw_pci_dev` returns the valid `struct pci_dev` being probed; the reservation is
+    // device-managed, so it cannot outlive the binding.
+    kernel::error::to_result(unsafe { nvrs_aperture_wc(raw_pci_dev(pdev), phys, len) })
+}
+
+/// A watch on the calling process's address space: [`crate::vaspace::VaSpace`] learns through
+/// it when the process exits or execs (`nvrs_va_space_exit`).
+///
+/// # Invariants
+///
+/// `watch` is a registered `struct nvrs_mm_watch`, owned by this object.
+pub(crate) struct MmWatch {
+    watch: *mut c_void,
+}
+
+// SAFETY: The watch may be queried and stopped from any thread.
+unsafe impl Send for MmWatch {}
+// SAFETY: Shared access only compares the watched mm with `current->mm`.
+unsafe impl Sync for MmWatch {}
+
+impl MmWatch {
+    /// Watches the calling process's address space on behalf of `owner`.
+    ///
+    /// # Safety
+    ///
+    /// `owner` must stay valid for `nvrs_va_space_exit` until the watch is dropped.
+    pub(crate) unsafe fn current(owner: *const c_void) -> Result<Self> {
+        // SAFETY: No preconditions beyond the caller's on `owner`.
+        let watch = unsafe { nvrs_mm_watch_current(owner) };
+        // INVARIANT: A non-error pointer is a registered watch.
+        kernel::error::from_err_ptr(watch).map(|watch| Self { watch })
+    }
+
+    /// Whether the caller runs in the watched address space.
+    pub(crate) fn is_current(&self) -> bool {
+        // SAFETY: `watch` is registered (type invariant).
+        unsafe { nvrs_mm_watch_is_current(self.watch) }
+    }
+}
+
+impl Drop for MmWatch {
+    fn drop(&mut self) {
+        // SAFETY: `watch` is registered and ours (type invariant); it is not used again.
+        unsafe { nvrs_mm_watch_stop(self.watch) }
+    }
 }
 
 /// The file offset, in bytes, that `vma` maps.
@@ -257,9 +389,15 @@ pub(crate) fn vma_offset(vma: &kernel::mm::virt::VmaNew) -> u64 {
 }
 
 /// Zeroes `[phys, phys + len)` of a GPU aperture through a write-combined CPU mapping.
-pub(crate) fn zero_mmio(phys: u64, len: u64) -> Result {
-    // SAFETY: The helper maps and unmaps the range itself; the caller owns the memory (a freshly
-    // allocated chunk nobody else can reach).
+///
+/// # Safety
+///
+/// The range must be GPU memory the caller owns and nobody else can reach: a chunk just
+/// allocated and not yet handed out, or one being returned after every mapping and pin of it
+/// ended.
+pub(crate) unsafe fn zero_mmio(phys: u64, len: u64) -> Result {
+    // SAFETY: The helper maps and unmaps the range itself; the caller owns the memory (function
+    // safety requirement).
     kernel::error::to_result(unsafe { nvrs_zero_mmio(phys, len) })
 }
 
@@ -269,44 +407,6 @@ pub(crate) fn zero_mmio(phys: u64, len: u64) -> Result {
 pub(crate) fn current_tgid() -> i32 {
     // SAFETY: No preconditions; reads `current`.
     unsafe { nvrs_current_tgid() }
-}
-
-/// A process, held by a reference on its `struct pid` (so it is never confused with a later
-/// process that reuses its id).
-///
-/// # Invariants
-///
-/// `pid` is a `struct pid` on which this object holds a reference.
-pub(crate) struct ProcessRef {
-    pid: *mut c_void,
-}
-
-// SAFETY: A `struct pid` reference may be held and dropped from any thread.
-unsafe impl Send for ProcessRef {}
-// SAFETY: Shared access only compares the pointer.
-unsafe impl Sync for ProcessRef {}
-
-impl ProcessRef {
-    /// The calling process.
-    pub(crate) fn current() -> Self {
-        // SAFETY: No preconditions; returns a referenced `struct pid`.
-        let pid = unsafe { nvrs_current_process_get() };
-        // INVARIANT: The reference was just taken.
-        Self { pid }
-    }
-
-    /// Whether this is the calling process.
-    pub(crate) fn is_current(&self) -> bool {
-        // SAFETY: No preconditions; the result is only compared.
-        self.pid == unsafe { nvrs_current_process() }
-    }
-}
-
-impl Drop for ProcessRef {
-    fn drop(&mut self) {
-        // SAFETY: By the type invariant we hold a reference on `pid`.
-        unsafe { nvrs_process_put(self.pid) }
-    }
 }
 
 /// The device inode behind `/dev/nvrs` mappings, held by a reference, to remove those

@@ -12,7 +12,8 @@
 //! (`include/nvrs_emu_identity.h`); everything above the BAR then runs unchanged in a VM.
 //!
 //! Layout:
-//! - [`driver`]: the PCI driver, probe and remove;
+//! - [`driver`]: the PCI driver, probe and remove (the one orchestrator of a GPU's teardown);
+//! - [`locking`]: the lock order of the whole module;
 //! - [`gpu`]: what nvrs knows about one bound GPU, the registry of bound GPUs, debugfs;
 //! - [`aperture`]: finding the framebuffer BAR among a function's BARs;
 //! - [`emu_identity`]: the emulated GPU's identity block;
@@ -45,6 +46,7 @@ mod helpers;
 mod hwref;
 mod kstorage;
 mod kunit;
+mod locking;
 mod p2p;
 mod pmm;
 mod topology;
@@ -80,6 +82,11 @@ module! {
             description: "vendor << 16 | device of PCI functions to list as DMA peers in \
                 debugfs topology besides network controllers (e.g. 0x123411e8: QEMU edu)",
         },
+        va_space_mib: u32 {
+            default: 0,
+            description: "Size of the GPU VA space in MiB, 0 = the full 128 TiB (tests shrink it \
+                to exercise VA reuse)",
+        },
     },
 }
 
@@ -100,15 +107,41 @@ struct NvrsModule {
     #[pin]
     _dev: MiscDeviceRegistration<chardev::NvrsFile>,
     _registry: gpu::RegistryGuard,
+    _state: ModuleState,
+}
+
+/// The module-lifetime state of the layers above the GPUs; dropping it at module exit (after
+/// the driver unbound every GPU and `/dev/nvrs` is gone) frees the registries' buffers, which
+/// statics never drop themselves.
+struct ModuleState(());
+
+impl ModuleState {
+    fn init() -> Result<Self> {
+        fb::init_retired();
+        let va_size = u64::from(module_parameters::va_space_mib.value()) << 20;
+        vaspace::init_registry(va_size);
+        p2p::pin::init_registry();
+        p2p::quarantine::init()?;
+        Ok(Self(()))
+    }
+}
+
+impl Drop for ModuleState {
+    fn drop(&mut self) {
+        vaspace::fini_registry();
+        p2p::pin::fini_registry();
+        p2p::quarantine::fini();
+        fb::fini_retired();
+    }
 }
 
 impl InPlaceModule for NvrsModule {
     fn init(module: &'static kernel::ThisModule) -> impl PinInit<Self, Error> {
         let root = debugfs::Dir::new(MODULE_NAME);
         let registry = gpu::RegistryGuard::init(root.clone());
-        vaspace::init_registry();
-        p2p::pin::init_registry();
+        let state = ModuleState::init();
         try_pin_init!(Self {
+            _state: state?,
             _driver <- Registration::new(MODULE_NAME, module),
             _topology <- root.read_callback_file(c"topology", (), &render_topology),
             _p2p <- root.read_callback_file(c"p2p", (), &render_p2p),
@@ -144,7 +177,8 @@ fn render_bench(_: &(), f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
 }
 
 fn render_p2p(_: &(), f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-    p2p::pin::render(f)
+    p2p::pin::render(f)?;
+    vaspace::render_va(f)
 }
 
 fn render_topology(_: &(), f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {

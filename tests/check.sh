@@ -6,8 +6,8 @@
 #   1. host: cargo test of the pure logic (tests/host);
 #   2. build: nvrs.ko and the C consumer against the test kernel, warning-free;
 #   3. module metadata: modinfo fields and the GPL export in Module.symvers;
-#   4. VM, PCIe-switch topology: KUnit suites + scenarios, with two
-#      ivshmem devices nvrs must refuse;
+#   4. VM, PCIe-switch topology: KUnit suites + scenarios (probe, topology,
+#      p2p, isolation), with two ivshmem devices nvrs must refuse;
 #   5. VM, root-bus topology (devices across the host bridge), the two GPUs
 #      declaring an NVLink pair;
 #   6. VM, PCIe switch without an IOMMU: the p2p scenario on bus addresses.
@@ -111,6 +111,10 @@ meta "checkpatch src/exports.c" \
 # NVIDIA's ABI requires its typedefs and uint*_t prototypes.
 meta "checkpatch include/nv-p2p.h" \
 	'perl "$KSRC/scripts/checkpatch.pl" --no-tree --quiet --ignore NEW_TYPEDEFS -f "$ROOT/include/nv-p2p.h" >/dev/null'
+# Layering: the per-GPU device layer never imports the VA-space / p2p layers
+# above it (the drawing is left in tests/out/imports.dot).
+meta "layering of src/ (device layer imports no upper layer)" \
+	'python3 "$TESTS/layering.py" "$OUT/imports.dot"'
 record style "$mp" "$mf"
 
 # vm NAME ARGS...: one VM boot; adds its RESULT line to the totals.
@@ -133,7 +137,7 @@ vm() {
 KUNIT=(--expect-suite nvrs_ident --expect-suite nvrs_emu_identity --expect-suite nvrs_gpus
 	--expect-suite nvrs_topology --expect-suite nvrs_pmm)
 vm switch --topology switch --bad-gpus --scenario probe --scenario topology --scenario p2p \
-	"${KUNIT[@]}"
+	--scenario isolation "${KUNIT[@]}"
 vm rootbus-nvlink --topology root --nvlink --scenario probe --scenario topology "${KUNIT[@]}"
 vm switch-noiommu --topology switch --iommu off --scenario probe --scenario p2p "${KUNIT[@]}"
 

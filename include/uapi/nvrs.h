@@ -4,19 +4,35 @@
  *
  * A process opens /dev/nvrs, allocates GPU memory on a chosen GPU and gets
  * a GPU virtual address (VA) for it. VAs are per process: every open file of
- * one process (thread group) shares its VA space, and the allocations die
- * with the last of those files (at the latest when the process exits). In
- * that process's context, in-kernel RDMA drivers find the memory by VA with
+ * one process shares its VA space, which belongs to the process's address
+ * space. The allocations die when the process exits or execs, or when the
+ * last of its files is closed, whichever comes first; a child that inherited
+ * the file neither keeps them alive nor may use it (-EPERM). In that
+ * process's context, in-kernel RDMA drivers find the memory by VA with
  * nvidia_p2p_get_pages() (include/nv-p2p.h).
  *
- * mmap(fd, offset = VA) maps an allocation, or a 64 KiB-aligned part of it,
- * for CPU access through the GPU's framebuffer aperture (write-combined).
+ * mmap(fd, offset = VA, MAP_SHARED) maps an allocation, or a 64 KiB-aligned
+ * part of it, for CPU access through the GPU's framebuffer aperture,
+ * write-combined; read-only mappings are allowed, private (-EINVAL) and
+ * executable (-EPERM) ones are not. Pages are mapped on first access. Once
+ * the allocation is freed (or its process exits, or its GPU goes away) every
+ * access through such a mapping raises SIGBUS: a mapping never reaches memory
+ * handed to someone else.
+ *
+ * Isolation: all memory is zero when handed out (memory a mapping or a pin
+ * could have written is scrubbed when it is freed). VAs are unique among
+ * live allocations of all processes and reused only after the VA space has
+ * been cycled through (freed VAs are handed out again as late as possible).
  *
  * Access policy: the device node is created mode 0600, owned by root; who
  * may allocate GPU memory is decided by whoever changes that (for example a
  * udev rule giving a group access). Every ioctl validates its argument:
  * unknown commands give -ENOTTY, bad sizes, flags or reserved fields -EINVAL,
- * unknown GPUs -ENODEV, unknown VAs -ENOENT, exhausted memory -ENOMEM.
+ * unknown GPUs (or one being removed) -ENODEV, unknown VAs -ENOENT, exhausted
+ * memory -ENOMEM; ALLOC and FREE need a file opened for writing (-EBADF) and
+ * the process that opened it (-EPERM); ALLOC on a GPU whose memory is still
+ * pinned from before it was last removed gives -EBUSY until those pins are
+ * put.
  */
 #ifndef _UAPI_NVRS_H
 #define _UAPI_NVRS_H
@@ -65,7 +81,7 @@ struct nvrs_alloc {
 
 /* Physically contiguous memory (big P2P regions, coalesced DMA mappings). */
 #define NVRS_ALLOC_CONTIGUOUS	(1U << 0)
-/* Memory that reads as zero on first use. */
+/* Memory that reads as zero on first use: accepted; all memory does. */
 #define NVRS_ALLOC_ZERO		(1U << 1)
 #define NVRS_ALLOC_FLAGS	(NVRS_ALLOC_CONTIGUOUS | NVRS_ALLOC_ZERO)
 

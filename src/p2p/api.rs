@@ -2,11 +2,13 @@
 
 //! The exported `nvidia_p2p_*` functions.
 //!
-//! Each is `#[no_mangle] extern "C"` with the prototype of `include/nv-p2p.h` and is exported
-//! with `EXPORT_SYMBOL_GPL` by `src/exports.c`. They validate every argument, return the errno
-//! NVIDIA's driver returns for the same input, and treat the table and mapping pointers they are
-//! given purely as lookup keys ([`crate::p2p::pin`]). The raw-pointer writes to consumers'
-//! out-parameters are the only `unsafe` here.
+//! Each is `#[no_mangle] unsafe extern "C"` with the prototype of `include/nv-p2p.h` and is
+//! exported with `EXPORT_SYMBOL_GPL` by `src/exports.c`. They validate every argument, return
+//! only errnos NVIDIA's driver returns (`-EINVAL`, `-ENOMEM`, `-EBUSY`, `-EIO`, `-ENODEV`,
+//! `-ENOTSUPP`; [`nv_errno`]), and treat the table and mapping pointers they are given purely as
+//! lookup keys ([`crate::p2p::pin`]): those are never dereferenced unless they name a live
+//! object. What remains `unsafe` is the consumer's side of the contract: out-parameters and
+//! `struct pci_dev` pointers must be valid.
 
 use core::ffi::{
     c_int,
@@ -42,11 +44,20 @@ use crate::{
     },
 };
 
+/// Maps an internal error to one of the errnos NVIDIA's implementation returns (its NV_STATUS
+/// conversion sends everything else to `-EIO`).
+fn nv_errno(e: Error) -> Error {
+    [EINVAL, ENOMEM, EBUSY, EIO, ENODEV, ENOTSUPP]
+        .into_iter()
+        .find(|k| k.to_errno() == e.to_errno())
+        .unwrap_or(EIO)
+}
+
 /// Converts a result to the C return convention.
 fn ret(r: Result) -> c_int {
     match r {
         Ok(()) => 0,
-        Err(e) => e.to_errno(),
+        Err(e) => nv_errno(e).to_errno(),
     }
 }
 
@@ -82,8 +93,13 @@ fn get_pages(
 }
 
 /// `nvidia_p2p_get_pages()`: a non-persistent pin; `free_callback` is mandatory.
+///
+/// # Safety
+///
+/// `page_table` must be null or valid for writing a pointer; `free_callback` and `data` must
+/// stay valid until the pin is put or the callback has returned.
 #[no_mangle]
-pub(crate) extern "C" fn nvidia_p2p_get_pages(
+pub(crate) unsafe extern "C" fn nvidia_p2p_get_pages(
     _p2p_token: u64,
     _va_space: u32,
     virtual_address: u64,
@@ -103,8 +119,12 @@ pub(crate) extern "C" fn nvidia_p2p_get_pages(
 }
 
 /// `nvidia_p2p_get_pages_persistent()`: a pin that no free revokes.
+///
+/// # Safety
+///
+/// `page_table` must be null or valid for writing a pointer.
 #[no_mangle]
-pub(crate) extern "C" fn nvidia_p2p_get_pages_persistent(
+pub(crate) unsafe extern "C" fn nvidia_p2p_get_pages_persistent(
     virtual_address: u64,
     length: u64,
     page_table: *mut *mut abi::PageTable,
@@ -131,19 +151,21 @@ pub(crate) extern "C" fn nvidia_p2p_get_pages_persistent(
 /// Ends the pin named by `(va, table)` after checking it is of the expected kind.
 ///
 /// A pin is found by its table's address and its VA. A stale pointer (after a revocation or a
-/// put) names no pin, and the call returns 0 — even if the table's memory has since been reused
-/// for another pin: GPU VAs are unique across processes and never reused
-/// ([`crate::vaspace::range`]), so the other pin has another VA. The address alone is never
-/// trusted. Any context may put a pin (a worker, another thread of the owner).
+/// put) names no live pin: table memory is quarantined after use
+/// ([`crate::p2p::quarantine`]), so the address is not another pin's for a long time, and the
+/// VA must match too. For a non-persistent pin that is the normal end of a revoked pin and
+/// returns 0, as in NVIDIA's driver; a persistent pin is never revoked, so an unknown one is a
+/// consumer bug: `-EINVAL`. Any context may put a pin (a worker, another thread of the owner).
 fn put(va: u64, table: *mut abi::PageTable, persistent: bool) -> Result {
     if table.is_null() {
         return Ok(());
     }
+    let not_found = if persistent { Err(EINVAL) } else { Ok(()) };
     let Some(pin) = pin::lookup(table as usize) else {
-        return Ok(());
+        return not_found;
     };
     if pin.va != va {
-        return Ok(());
+        return not_found;
     }
     if pin.persistent != persistent {
         return Err(EINVAL);
@@ -157,8 +179,12 @@ fn put(va: u64, table: *mut abi::PageTable, persistent: bool) -> Result {
 }
 
 /// `nvidia_p2p_put_pages()`.
+///
+/// # Safety
+///
+/// None beyond the ABI: `page_table` is only used as a lookup key.
 #[no_mangle]
-pub(crate) extern "C" fn nvidia_p2p_put_pages(
+pub(crate) unsafe extern "C" fn nvidia_p2p_put_pages(
     _p2p_token: u64,
     _va_space: u32,
     virtual_address: u64,
@@ -168,8 +194,12 @@ pub(crate) extern "C" fn nvidia_p2p_put_pages(
 }
 
 /// `nvidia_p2p_put_pages_persistent()`.
+///
+/// # Safety
+///
+/// None beyond the ABI: `page_table` is only used as a lookup key.
 #[no_mangle]
-pub(crate) extern "C" fn nvidia_p2p_put_pages_persistent(
+pub(crate) unsafe extern "C" fn nvidia_p2p_put_pages_persistent(
     virtual_address: u64,
     page_table: *mut abi::PageTable,
     flags: u32,
@@ -188,10 +218,12 @@ fn dma_map(
     if peer.is_null() || table.is_null() || out.is_null() {
         return Err(EINVAL);
     }
+    // A stale table names no live pin: its memory is quarantined after use.
     let pin = pin::lookup(table as usize).ok_or(EINVAL)?;
     // SAFETY: `peer` is non-null and, by the API contract, a valid `struct pci_dev`.
     let peer = unsafe { PeerRef::new(peer) }.ok_or(EINVAL)?;
-    let endpoint = helpers::peer_describe(&peer)?;
+    // A peer nvrs cannot place in the PCI hierarchy is not a valid peer.
+    let endpoint = helpers::peer_describe(&peer).map_err(|_| EINVAL)?;
     let (_, _, allowed) = topology::p2p_gate(&pin.alloc.gpu, &endpoint);
     if !allowed {
         return Err(ENOTSUPP);
@@ -213,8 +245,13 @@ fn dma_map(
 }
 
 /// `nvidia_p2p_dma_map_pages()`: maps a pinned table for `peer`.
+///
+/// # Safety
+///
+/// `peer` must be null or a valid `struct pci_dev`; `dma_mapping` null or valid for writing a
+/// pointer.
 #[no_mangle]
-pub(crate) extern "C" fn nvidia_p2p_dma_map_pages(
+pub(crate) unsafe extern "C" fn nvidia_p2p_dma_map_pages(
     peer: *mut abi::PciDev,
     page_table: *mut abi::PageTable,
     dma_mapping: *mut *mut abi::DmaMapping,
@@ -239,18 +276,24 @@ fn dma_unmap(
         let Some(i) = maps.iter().position(|m| m.key() == mapping as usize) else {
             return Ok(());
         };
-        if maps.get(i).map(|m| m.peer().as_abi()) != Some(peer) {
-            return Err(EINVAL);
-        }
         maps.remove(i).map_err(|_| EINVAL)?
     };
+    if victim.peer().as_abi() != peer {
+        // NVIDIA's driver warns and unmaps for the device the mapping was made for; so does
+        // nvrs, without a WARN splat.
+        pr_warn!("nvidia_p2p_dma_unmap_pages: peer does not match the mapping's; unmapped for the mapping's peer\n");
+    }
     drop(victim);
     Ok(())
 }
 
 /// `nvidia_p2p_dma_unmap_pages()`.
+///
+/// # Safety
+///
+/// None beyond the ABI: the pointers are only used as lookup keys and compared.
 #[no_mangle]
-pub(crate) extern "C" fn nvidia_p2p_dma_unmap_pages(
+pub(crate) unsafe extern "C" fn nvidia_p2p_dma_unmap_pages(
     peer: *mut abi::PciDev,
     page_table: *mut abi::PageTable,
     dma_mapping: *mut abi::DmaMapping,
@@ -259,21 +302,37 @@ pub(crate) extern "C" fn nvidia_p2p_dma_unmap_pages(
 }
 
 /// `nvidia_p2p_free_page_table()`: nvrs frees tables itself; a no-op for API compatibility.
+///
+/// # Safety
+///
+/// None: the pointer is not used.
 #[no_mangle]
-pub(crate) extern "C" fn nvidia_p2p_free_page_table(_page_table: *mut abi::PageTable) -> c_int {
+pub(crate) unsafe extern "C" fn nvidia_p2p_free_page_table(
+    _page_table: *mut abi::PageTable,
+) -> c_int {
     0
 }
 
 /// `nvidia_p2p_free_dma_mapping()`: nvrs frees mappings itself; a no-op.
+///
+/// # Safety
+///
+/// None: the pointer is not used.
 #[no_mangle]
-pub(crate) extern "C" fn nvidia_p2p_free_dma_mapping(_dma_mapping: *mut abi::DmaMapping) -> c_int {
+pub(crate) unsafe extern "C" fn nvidia_p2p_free_dma_mapping(
+    _dma_mapping: *mut abi::DmaMapping,
+) -> c_int {
     0
 }
 
 /// `nvidia_p2p_init_mapping()`: the pre-2.0 mailbox interface; not supported (as in NVIDIA's
 /// current driver).
+///
+/// # Safety
+///
+/// None: the pointers are not used.
 #[no_mangle]
-pub(crate) extern "C" fn nvidia_p2p_init_mapping(
+pub(crate) unsafe extern "C" fn nvidia_p2p_init_mapping(
     _p2p_token: u64,
     _params: *mut abi::Params,
     _destroy_callback: abi::DestroyCallback,
@@ -283,24 +342,32 @@ pub(crate) extern "C" fn nvidia_p2p_init_mapping(
 }
 
 /// `nvidia_p2p_destroy_mapping()`: not supported.
+///
+/// # Safety
+///
+/// None.
 #[no_mangle]
-pub(crate) extern "C" fn nvidia_p2p_destroy_mapping(_p2p_token: u64) -> c_int {
+pub(crate) unsafe extern "C" fn nvidia_p2p_destroy_mapping(_p2p_token: u64) -> c_int {
     ENOTSUPP.to_errno()
 }
 
-/// Whether an rsync driver is registered (nvrs never calls it: no IBM NPU systems).
-static RSYNC_REGISTERED: Atomic<u32> = Atomic::new(0);
+/// The registered rsync driver's address (0: none). nvrs never calls it: no IBM NPU systems.
+static RSYNC_DRIVER: Atomic<usize> = Atomic::new(0);
 
 /// `nvidia_p2p_register_rsync_driver()`: records one driver; there is nothing to sync.
+///
+/// # Safety
+///
+/// `driver` must be null or a valid `nvidia_p2p_rsync_driver_t`.
 #[no_mangle]
-pub(crate) extern "C" fn nvidia_p2p_register_rsync_driver(
+pub(crate) unsafe extern "C" fn nvidia_p2p_register_rsync_driver(
     driver: *mut abi::RsyncDriver,
     _data: *mut c_void,
 ) -> c_int {
     if driver.is_null() {
         return EINVAL.to_errno();
     }
-    // SAFETY: `driver` is non-null and, by the API contract, a valid driver description.
+    // SAFETY: `driver` is non-null and, by the function's safety requirement, valid.
     let d = unsafe { &*driver };
     if !abi::rsync_driver_version_compatible(d.version)
         || d.get_relaxed_ordering_mode.is_none()
@@ -309,29 +376,45 @@ pub(crate) extern "C" fn nvidia_p2p_register_rsync_driver(
     {
         return EINVAL.to_errno();
     }
-    if RSYNC_REGISTERED.cmpxchg(0, 1, Relaxed).is_err() {
+    if RSYNC_DRIVER.cmpxchg(0, driver as usize, Relaxed).is_err() {
         return EBUSY.to_errno();
     }
     0
 }
 
-/// `nvidia_p2p_unregister_rsync_driver()`.
+/// `nvidia_p2p_unregister_rsync_driver()`: forgets the driver if it is the registered one.
+///
+/// # Safety
+///
+/// None: the pointer is only compared.
 #[no_mangle]
-pub(crate) extern "C" fn nvidia_p2p_unregister_rsync_driver(
-    _driver: *mut abi::RsyncDriver,
+pub(crate) unsafe extern "C" fn nvidia_p2p_unregister_rsync_driver(
+    driver: *mut abi::RsyncDriver,
     _data: *mut c_void,
 ) {
-    RSYNC_REGISTERED.store(0, Relaxed);
+    if driver.is_null() {
+        return;
+    }
+    // Another driver's registration stays.
+    let _ = RSYNC_DRIVER.cmpxchg(driver as usize, 0, Relaxed);
 }
 
 /// `nvidia_p2p_get_rsync_registers()`: there are none.
+///
+/// # Safety
+///
+/// None: the pointer is not used.
 #[no_mangle]
-pub(crate) extern "C" fn nvidia_p2p_get_rsync_registers(
+pub(crate) unsafe extern "C" fn nvidia_p2p_get_rsync_registers(
     _reg_info: *mut *mut abi::RsyncRegInfo,
 ) -> c_int {
     ENODEV.to_errno()
 }
 
 /// `nvidia_p2p_put_rsync_registers()`: nothing to put.
+///
+/// # Safety
+///
+/// None: the pointer is not used.
 #[no_mangle]
-pub(crate) extern "C" fn nvidia_p2p_put_rsync_registers(_reg_info: *mut abi::RsyncRegInfo) {}
+pub(crate) unsafe extern "C" fn nvidia_p2p_put_rsync_registers(_reg_info: *mut abi::RsyncRegInfo) {}

@@ -34,8 +34,12 @@ struct Run {
 
 /// A DMA mapping of a table for one peer: the C-visible `nvidia_p2p_dma_mapping`, its address
 /// array, and the runs to unmap. Dropping it unmaps.
+///
+/// The `nvidia_p2p_dma_mapping` itself is quarantined rather than freed
+/// ([`crate::p2p::quarantine`]), so a stale pointer to it does not name another mapping soon.
 pub(crate) struct DmaMapping {
-    mapping: KBox<abi::DmaMapping>,
+    /// Always `Some` until dropped.
+    mapping: Option<KBox<abi::DmaMapping>>,
     _addrs: KVVec<u64>,
     runs: KVVec<Run>,
     peer: PeerRef,
@@ -57,7 +61,8 @@ impl DmaMapping {
         let phys = (0..n).map(|i| table.phys(i).unwrap_or(0));
         let unwind = |runs: &KVVec<Run>| {
             for r in runs.iter() {
-                helpers::dma_unmap_mmio(&peer, r.dma, r.len);
+                // SAFETY: Each run was mapped for `peer` above and not yet unmapped.
+                unsafe { helpers::dma_unmap_mmio(&peer, r.dma, r.len) };
             }
         };
         let groups: KVVec<(usize, usize, u64)> = {
@@ -75,7 +80,9 @@ impl DmaMapping {
         };
         for &(_, count, first) in groups.iter() {
             let len = u64::try_from(count)? * P2P_PAGE_SIZE;
-            let dma = match helpers::dma_map_mmio(&peer, first, len) {
+            // SAFETY: The table's pages are GPU memory its pin holds; the pin drops this mapping
+            // (unmapping it) before it ends.
+            let dma = match unsafe { helpers::dma_map_mmio(&peer, first, len) } {
                 Ok(d) => d,
                 Err(e) => {
                     unwind(&this_runs);
@@ -83,7 +90,8 @@ impl DmaMapping {
                 }
             };
             if let Err(e) = this_runs.push(Run { dma, len }, GFP_KERNEL) {
-                helpers::dma_unmap_mmio(&peer, dma, len);
+                // SAFETY: Just mapped for `peer`.
+                unsafe { helpers::dma_unmap_mmio(&peer, dma, len) };
                 unwind(&this_runs);
                 return Err(e.into());
             }
@@ -105,7 +113,7 @@ impl DmaMapping {
         );
         match mapping {
             Ok(mapping) => Ok(Self {
-                mapping,
+                mapping: Some(mapping),
                 _addrs: addrs,
                 runs: this_runs,
                 peer,
@@ -119,7 +127,9 @@ impl DmaMapping {
 
     /// The mapping's address, as handed to the consumer (its name in later calls).
     pub(crate) fn key(&self) -> usize {
-        core::ptr::from_ref::<abi::DmaMapping>(&self.mapping) as usize
+        self.mapping
+            .as_deref()
+            .map_or(0, |m| core::ptr::from_ref(m) as usize)
     }
 
     /// The C-visible mapping, for handing out.
@@ -141,7 +151,11 @@ impl DmaMapping {
 impl Drop for DmaMapping {
     fn drop(&mut self) {
         for r in self.runs.iter() {
-            helpers::dma_unmap_mmio(&self.peer, r.dma, r.len);
+            // SAFETY: Every run was mapped for `self.peer` in `new` and is unmapped only here.
+            unsafe { helpers::dma_unmap_mmio(&self.peer, r.dma, r.len) };
+        }
+        if let Some(m) = self.mapping.take() {
+            crate::p2p::quarantine::park(crate::p2p::quarantine::Parked::Mapping(m));
         }
     }
 }

@@ -42,7 +42,11 @@
 //! frees every DMA mapping of the table and frees the table. The consumer's pointers are stale
 //! from then on, and nvrs treats the pointers it is later given (`nvidia_p2p_put_pages()`,
 //! `nvidia_p2p_dma_unmap_pages()`) purely as lookup keys: a stale one is not found, and the call
-//! returns 0.
+//! returns 0. Table and mapping memory is quarantined after use ([`quarantine`]), so a stale
+//! pointer does not name a newer pin or mapping either.
+//!
+//! `p2p_token` and `va_space` (NVIDIA's CUDA-context handles for the pre-2.0 token interface)
+//! are accepted and ignored: the VA space is always the calling process's.
 //!
 //! A *persistent* pin (`nvidia_p2p_get_pages_persistent()`) has no callback and is never revoked:
 //! the memory and a reference to its GPU stay held until `nvidia_p2p_put_pages_persistent()`,
@@ -56,4 +60,5 @@ pub(crate) mod api;
 pub(crate) mod coalesce;
 pub(crate) mod dma;
 pub(crate) mod pin;
+pub(crate) mod quarantine;
 pub(crate) mod table;

@@ -133,21 +133,46 @@ pub(crate) fn lookup(key: usize) -> Option<Arc<P2pPin>> {
     reg.pins.get(i).map(|(_, p)| p.clone())
 }
 
-/// Unmaps every DMA mapping of every pin on the memory of `mem` (its GPU is going away).
-pub(crate) fn unmap_gpu(mem: &crate::fb::FbMemory) {
-    let victims = {
-        let reg = PINS.lock();
-        let mut v = KVec::new();
-        for (_, p) in reg.pins.iter() {
-            if core::ptr::eq(&*p.alloc.backing.mem, mem) && v.push(p.clone(), GFP_KERNEL).is_err() {
-                break;
-            }
+/// Ends or disarms every pin on the memory of `mem`, whose GPU is going away; returns when no
+/// pin on it has a DMA mapping or a callback in flight. Never allocates.
+///
+/// Called by GPU removal after it released the GPU's allocations, so what is left are pins
+/// whose allocation another thread is releasing right now, and persistent pins. A
+/// non-persistent pin still live is revoked here (callback first, then its mappings); one being
+/// revoked or put elsewhere is waited for, so removal never tears a mapping down under a
+/// running free callback; a persistent pin loses its DMA mappings (the aperture is going away)
+/// and keeps its table and memory until it is put.
+pub(crate) fn drain_gpu(mem: &crate::fb::FbMemory) {
+    loop {
+        let next = {
+            let reg = PINS.lock();
+            reg.pins
+                .iter()
+                .map(|(_, p)| p)
+                .find(|p| {
+                    core::ptr::eq(&*p.alloc.backing.mem, mem)
+                        && !(p.persistent && p.state() == PinState::Live && p.dma.lock().is_empty())
+                })
+                .cloned()
+        };
+        let Some(pin) = next else {
+            break;
+        };
+        match pin.state() {
+            PinState::Live if !pin.persistent => pin.revoke(),
+            PinState::Live => pin.unmap_all(),
+            PinState::Revoking | PinState::Putting | PinState::Dead => pin.wait_dead(),
         }
-        v
-    };
-    for p in victims.iter() {
-        p.unmap_all();
     }
+}
+
+/// Number of pins on the memory of `mem`.
+pub(crate) fn count_on(mem: &crate::fb::FbMemory) -> usize {
+    PINS.lock()
+        .pins
+        .iter()
+        .filter(|(_, p)| core::ptr::eq(&*p.alloc.backing.mem, mem))
+        .count()
 }
 
 /// Renders `debugfs/nvrs/p2p`: the number of live pins, then one line per pin.
@@ -212,10 +237,10 @@ impl P2pPin {
                 persistent,
                 callback,
                 data: data as usize,
-                state <- new_spinlock!(PinState::Live),
+                state <- new_spinlock!(PinState::Live, "P2pPin::state"),
                 revoker: Atomic::new(0),
                 done <- Completion::new(),
-                dma <- kernel::new_mutex!(KVec::new()),
+                dma <- kernel::new_mutex!(KVec::new(), "P2pPin::dma"),
             }),
             GFP_KERNEL,
         )?;
@@ -226,6 +251,8 @@ impl P2pPin {
         if st.released || alloc.backing.mem.is_gone() {
             return Err(EINVAL);
         }
+        // The peer may write the memory from now on: scrub it when it goes back.
+        st.touched = true;
         // A persistent pin holds nvrs itself; taken first so that nothing fails once published.
         if persistent && !crate::helpers::module_get() {
             // nvrs is being unloaded.
@@ -369,7 +396,13 @@ impl P2pPin {
 
     /// Unmaps every DMA mapping of the pin (its GPU is going away).
     pub(crate) fn unmap_all(&self) {
-        drop(core::mem::take(&mut *self.dma.lock()));
+        let maps = core::mem::take(&mut *self.dma.lock());
+        drop(maps);
+    }
+
+    /// Waits until the pin is dead (put or revoked by someone else).
+    fn wait_dead(&self) {
+        self.done.wait_for_completion();
     }
 
     /// Whether the calling thread is running this pin's free callback.

@@ -5,7 +5,9 @@
 //! `nvidia_p2p_page_table` is read by C code through raw pointers: the table itself, an array
 //! of `entries` pointers to pages, the pages, and 16 bytes of GPU UUID. [`TableMemory`] owns all
 //! four allocations, fills them once, and frees them when the pin ends; their addresses never
-//! change in between, and the table's address is the pin's name ([`TableMemory::key`]).
+//! change in between, and the table's address is the pin's name ([`TableMemory::key`]). The
+//! table itself is not freed but quarantined ([`crate::p2p::quarantine`]), so its address does
+//! not name another pin soon after.
 
 use kernel::{
     alloc::KVVec,
@@ -16,7 +18,8 @@ use crate::p2p::abi;
 
 /// The allocations of one page table.
 pub(crate) struct TableMemory {
-    table: KBox<abi::PageTable>,
+    /// Always `Some` until dropped.
+    table: Option<KBox<abi::PageTable>>,
     _ptrs: KVVec<*mut abi::Page>,
     _pages: KVVec<abi::Page>,
     _uuid: KBox<[u8; abi::GPU_UUID_LEN]>,
@@ -71,7 +74,7 @@ impl TableMemory {
             GFP_KERNEL,
         )?;
         Ok(Self {
-            table,
+            table: Some(table),
             _ptrs: ptrs,
             _pages: pages,
             _uuid: uuid,
@@ -80,16 +83,26 @@ impl TableMemory {
 
     /// The table's address: what the consumer holds, and the pin's key.
     pub(crate) fn key(&self) -> usize {
-        core::ptr::from_ref::<abi::PageTable>(&self.table) as usize
+        self.table
+            .as_deref()
+            .map_or(0, |t| core::ptr::from_ref(t) as usize)
     }
 
     /// Number of pages.
     pub(crate) fn entries(&self) -> u32 {
-        self.table.entries
+        self.table.as_deref().map_or(0, |t| t.entries)
     }
 
     /// Physical address of page `i`.
     pub(crate) fn phys(&self, i: usize) -> Option<u64> {
         self._pages.get(i).map(|p| p.physical_address)
+    }
+}
+
+impl Drop for TableMemory {
+    fn drop(&mut self) {
+        if let Some(t) = self.table.take() {
+            crate::p2p::quarantine::park(crate::p2p::quarantine::Parked::Table(t));
+        }
     }
 }

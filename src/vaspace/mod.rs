@@ -2,35 +2,62 @@
 
 //! GPU VA spaces: per-process GPU memory allocations, the "cudaMalloc side" of nvrs.
 //!
-//! Each process (thread group) that opens `/dev/nvrs` gets one [`VaSpace`], shared by all its
-//! open files and torn down when the last one closes. An [`Allocation`] is GPU memory on one
-//! GPU at a contiguous range of GPU VAs; physically it is a list of memory-manager chunks
-//! (2 MiB roots for the bulk, 64 KiB chunks for the tail) or, on request, one physically
-//! contiguous run of roots.
+//! Each process that opens `/dev/nvrs` gets one [`VaSpace`], bound to its address space (mm) as
+//! UVM's are: shared by all the files that process opens, usable only from that process, and
+//! torn down when the address space goes away (the process exits or execs) or the last of its
+//! files is closed, whichever comes first. A child that inherits the file does not keep the
+//! parent's memory alive and cannot use it (`-EPERM`).
 //!
-//! `nvidia_p2p_get_pages()` finds allocations by VA in the calling process's VA space
-//! ([`lookup_current`]) and pins them ([`crate::p2p`]).
+//! An [`Allocation`] is GPU memory on one GPU at a contiguous range of GPU VAs; physically it is
+//! a list of memory-manager chunks (2 MiB roots for the bulk, 64 KiB chunks for the tail) or,
+//! on request, one physically contiguous run of roots. `nvidia_p2p_get_pages()` finds
+//! allocations by VA in the calling process's VA space ([`lookup_current`]) and pins them
+//! ([`crate::p2p`]); `mmap` maps them for the CPU ([`cpu_map`]).
 //!
-//! # Lifetime and revocation
+//! # Isolation
 //!
-//! An allocation is *released* by `NVRS_IOCTL_FREE`, by the VA space's teardown (process exit),
-//! or by its GPU going away (unbind, hot-unplug, rmmod). Release first makes it unreachable
-//! (no new pins), then revokes every non-persistent pin through its free callback, then returns
-//! the chunks to the memory manager. Chunks held by persistent pins stay allocated until the
-//! last such pin is put.
+//! Memory never reaches anyone but its owner:
+//!
+//! * **Scrubbed.** Every chunk is zero when it is handed out: the memory manager tracks which
+//!   free chunks are known to be zero, allocation zeroes the others before the allocation
+//!   becomes reachable, and release zeroes memory that a CPU mapping or a pin could have
+//!   written before it returns to the manager (memory nobody could reach is still zero).
+//! * **No mapping outlives its allocation.** CPU mappings are filled on demand by the fault
+//!   handler under the allocation's lock, after checking that it is live; release marks it
+//!   released under that lock and then removes every user mapping of it, so a stale mapping
+//!   faults (`SIGBUS`) and can never reach memory handed to someone else, however `mmap`, fault
+//!   and release interleave.
+//! * **No pin outlives the memory.** Release revokes every non-persistent pin (its free callback
+//!   runs, then its DMA mappings are torn down) before the memory returns. Persistent pins keep
+//!   their chunks allocated until they are put.
+//!
+//! # Lifetime
+//!
+//! An allocation is *released* by `NVRS_IOCTL_FREE`, by its VA space's teardown, or by its GPU
+//! going away. Release makes it unreachable (no new pins or mappings), removes its CPU mappings,
+//! revokes its non-persistent pins and returns its memory once no pin holds it. The
+//! [`Allocation`] object itself lives on while a pin or a VMA refers to it (both hold a
+//! reference), which is what makes their stale accesses harmless; its VAs are reused only once
+//! it is gone, and then as late as possible ([`range`]).
 //!
 //! # Locking
 //!
-//! Lock order: [`VASPACES`] → [`VaSpace::inner`] → [`Allocation::state`] → the P2P pin registry
-//! → the memory manager. Free callbacks run with none of them held.
+//! The lock order of all of nvrs is written down in [`crate::locking`].
 
+pub(crate) mod cpu_map;
 pub(crate) mod layout;
 pub(crate) mod range;
+
+use core::ffi::c_void;
 
 use kernel::{
     new_mutex,
     prelude::*,
     sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
         Arc,
         Mutex, //
     },
@@ -43,6 +70,11 @@ use crate::{
         FbMemory, //
     },
     gpu::GpuInfo,
+    helpers::{
+        self,
+        MappedInode,
+        MmWatch, //
+    },
     hwref::{
         P2P_PAGE_SIZE,
         ROOT_CHUNK_SIZE, //
@@ -57,13 +89,11 @@ use crate::{
     },
 };
 
-use crate::helpers::{
-    MappedInode,
-    ProcessRef, //
-};
 use layout::Layout;
 use range::{
+    RangeError,
     Span,
+    SpanList,
     VaAllocator, //
 };
 
@@ -74,14 +104,15 @@ pub(crate) struct Piece {
     pub(crate) id: ChunkId,
     /// Framebuffer offset of the piece (its length follows from the [`Layout`]).
     pub(crate) fb_offset: u64,
-    /// The memory manager knew the piece to be zero when it was allocated.
-    pub(crate) zeroed: bool,
+    /// The piece's memory is known to be zero.
+    zeroed: bool,
 }
 
 /// The physical backing of an allocation: chunks of one GPU's memory manager, in VA order.
 ///
-/// Dropping it returns the chunks. It lives as long as its [`Allocation`], which the VA space
-/// and every pin keep alive, so memory held by a persistent pin outlives its owner's free.
+/// The chunks go back to the manager once ([`Backing::give_back`]): when the allocation is
+/// released and no pin holds them, or, for a backing that never became reachable, when it is
+/// dropped.
 pub(crate) struct Backing {
     /// The GPU's memory manager.
     pub(crate) mem: Arc<FbMemory>,
@@ -89,30 +120,88 @@ pub(crate) struct Backing {
     pub(crate) pieces: KVVec<Piece>,
     /// Their shape.
     pub(crate) layout: Layout,
+    /// The chunks went back.
+    returned: Atomic<bool>,
 }
 
 impl Drop for Backing {
     fn drop(&mut self) {
-        let mut pmm = self.mem.pmm.lock();
-        for p in self.pieces.iter() {
-            match pmm.free(p.id, Zero::Dirty) {
+        // Only a backing that never became reachable gets here unreturned; scrub anyway.
+        self.give_back(true);
+    }
+}
+
+impl Backing {
+    /// Bytes in piece `i`.
+    fn piece_len(&self, i: usize) -> u64 {
+        match u64::try_from(i) {
+            Ok(i) if i < self.layout.bulk => self.layout.bulk_len,
+            _ => P2P_PAGE_SIZE,
+        }
+    }
+
+    /// Zeroes every piece not known to be zero. Called before the memory becomes reachable, with
+    /// no lock held.
+    fn scrub(&mut self) -> Result {
+        let base = self.mem.aperture_phys;
+        for i in 0..self.pieces.len() {
+            let len = self.piece_len(i);
+            let Some(p) = self.pieces.get_mut(i) else {
+                break;
+            };
+            if !p.zeroed {
+                // SAFETY: The piece was just allocated and is not reachable by anyone yet.
+                unsafe { helpers::zero_mmio(base + p.fb_offset, len) }?;
+                p.zeroed = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Returns the chunks to the memory manager. Memory that a mapping or a pin could have
+    /// written (`touched`) is zeroed first, outside every lock; memory nobody could reach is
+    /// still zero. Called once, after every mapping and pin of the memory ended.
+    fn give_back(&self, touched: bool) {
+        if self.returned.xchg(true, Relaxed) {
+            return;
+        }
+        let gone = self.mem.is_gone();
+        for (i, p) in self.pieces.iter().enumerate() {
+            let len = self.piece_len(i);
+            let zero = if !touched {
+                Zero::Zeroed
+            } else if gone {
+                // The aperture may be gone with its device; the manager dies with it (or stays
+                // retired while pins from before the removal exist).
+                Zero::Dirty
+            } else {
+                // SAFETY: Every user mapping of the piece was removed and every pin of it ended;
+                // it is not yet back in the manager, so nobody else can reach it.
+                match unsafe { helpers::zero_mmio(self.mem.aperture_phys + p.fb_offset, len) } {
+                    Ok(()) => Zero::Zeroed,
+                    // Allocation zeroes it before it is handed out again.
+                    Err(_) => Zero::Dirty,
+                }
+            };
+            match self.mem.pmm.lock().free(p.id, zero) {
                 Ok(FreeOutcome::Freed) => {}
-                // Cannot happen: every pin holds the allocation, hence this backing, alive.
+                // Cannot happen: the memory is given back only after every pin ended.
                 Ok(FreeOutcome::Revoke { pins }) => {
                     pr_err!(
-                        "chunk at {:#x} freed with {pins} P2P pins; leaked\n",
+                        "chunk at {:#x} freed with {pins} P2P pins; kept\n",
                         p.fb_offset
                     )
                 }
                 Err(e) => pr_err!("freeing chunk at {:#x}: {e:?}\n", p.fb_offset),
             }
+            self.mem.sub_held(len);
         }
     }
 }
 
 /// Mutable state of an allocation.
 pub(crate) struct AllocState {
-    /// Released: unreachable, no new pins.
+    /// Released: unreachable, no new pins or mappings.
     pub(crate) released: bool,
     /// Live pins (persistent and not). Each pin holds the allocation; the pin removes itself
     /// from here when it ends, which breaks the cycle.
@@ -120,20 +209,22 @@ pub(crate) struct AllocState {
     /// The device inodes the allocation is mapped through for the CPU (usually one; a second
     /// device node is another inode), to remove the user mappings when it is released.
     pub(crate) mapped: KVec<MappedInode>,
+    /// A CPU mapping or a pin could have written the memory: it is scrubbed when given back.
+    pub(crate) touched: bool,
 }
 
 /// GPU memory at a range of GPU VAs.
-#[pin_data]
+#[pin_data(PinnedDrop)]
 pub(crate) struct Allocation {
     /// The VAs.
     pub(crate) span: Span,
-    /// Owning process.
+    /// Owning process, for display.
     pub(crate) tgid: Pid,
     /// The GPU.
     pub(crate) gpu: Arc<GpuInfo>,
     /// Physical backing.
     pub(crate) backing: Backing,
-    /// Lifetime and pins.
+    /// Lifetime, pins and mappings.
     #[pin]
     pub(crate) state: Mutex<AllocState>,
 }
@@ -156,30 +247,23 @@ impl Allocation {
     }
 
     /// Releases the allocation: removes its user CPU mappings (later accesses fault), revokes
-    /// non-persistent pins (their callbacks run here, with no nvrs lock held). The memory goes
-    /// back when the last reference does: at once, or when the last persistent pin is put.
+    /// its non-persistent pins (their callbacks run here, with no nvrs lock held), and returns
+    /// the memory unless a persistent pin holds it. Never allocates.
     pub(crate) fn release(&self) {
-        let victims = {
+        {
             let mut st = self.state.lock();
             if st.released {
                 return;
             }
-            // From here `mmap` refuses the allocation, so the zap below catches every mapping.
+            // From here `mmap`, the fault handler and pinning refuse the allocation, so the zap
+            // below removes every mapping there will ever be.
             st.released = true;
             for inode in st.mapped.iter() {
                 inode.zap(self.span.start(), self.span.len());
             }
-            let mut v = KVec::new();
-            for p in st.pins.iter().filter(|p| !p.persistent) {
-                // On allocation failure the pin is revoked below, via `pins`, all the same.
-                let _ = v.push(p.clone(), GFP_KERNEL);
-            }
-            v
-        };
-        for pin in victims.iter() {
-            pin.revoke();
         }
-        // Pins that could not be collected above (allocation failure) are revoked now.
+        // One pin at a time: a revoked pin leaves `pins` when it ends, and one being put
+        // concurrently is waited for by `revoke`.
         loop {
             let next = self
                 .state
@@ -193,17 +277,44 @@ impl Allocation {
                 None => break,
             }
         }
+        self.give_back_if_unused();
     }
 
-    /// Called by a pin when it ends: forgets it.
+    /// Called by a pin when it ends: forgets it, and returns the memory if the allocation was
+    /// released and this was its last pin.
     pub(crate) fn pin_gone(&self, pin: &P2pPin) {
         self.state.lock().pins.retain(|p| !core::ptr::eq(&**p, pin));
+        self.give_back_if_unused();
+    }
+
+    /// Returns the memory (once) if the allocation is released and unpinned.
+    fn give_back_if_unused(&self) {
+        let touched = {
+            let st = self.state.lock();
+            if !st.released || !st.pins.is_empty() {
+                return;
+            }
+            st.touched
+        };
+        self.backing.give_back(touched);
     }
 }
 
-/// Allocates `size` bytes on `gpu`: 2 MiB chunks for the bulk and 64 KiB chunks for the rest,
-/// or, with `contiguous`, one run of adjacent roots.
-fn alloc_backing(mem: &Arc<FbMemory>, size: u64, contiguous: bool, zero: bool) -> Result<Backing> {
+#[pinned_drop]
+impl PinnedDrop for Allocation {
+    fn drop(self: Pin<&mut Self>) {
+        // The memory went back at release (or goes back with `backing`, for an allocation that
+        // never became reachable). The VAs are reused only now that no pin or mapping refers to
+        // the allocation.
+        if VA.lock().free(self.span.start()).is_err() {
+            pr_err!("VA {:#x} was not allocated\n", self.span.start());
+        }
+    }
+}
+
+/// Allocates `size` bytes on `mem`: 2 MiB chunks for the bulk and 64 KiB chunks for the rest,
+/// or, with `contiguous`, one run of adjacent roots. The chunks are not yet scrubbed.
+fn alloc_backing(mem: &Arc<FbMemory>, size: u64, contiguous: bool) -> Result<Backing> {
     let layout = if contiguous {
         Layout {
             bulk: 1,
@@ -223,55 +334,34 @@ fn alloc_backing(mem: &Arc<FbMemory>, size: u64, contiguous: bool, zero: bool) -
         mem: mem.clone(),
         pieces: KVVec::with_capacity(count, GFP_KERNEL)?,
         layout,
+        returned: Atomic::new(false),
     };
+    let mut ids = KVVec::new();
+    ids.resize(count, ChunkId::default(), GFP_KERNEL)?;
     let mut pmm = mem.pmm.lock();
+    let big = usize::try_from(layout.bulk)?;
     if contiguous {
         let id = pmm
             .alloc_contiguous(size, MemType::User)
             .map_err(fb::errno)?;
-        let piece = pmm
-            .unpin_allocated(id)
-            .and_then(|()| pmm.addr(id))
-            .and_then(|fb_offset| {
-                Ok(Piece {
-                    id,
-                    fb_offset,
-                    zeroed: pmm.is_zeroed(id)?,
-                })
-            });
-        return match piece {
-            Ok(p) => {
-                backing.pieces.push(p, GFP_KERNEL)?;
-                drop(pmm);
-                Ok(backing)
-            }
-            Err(e) => {
-                let _ = pmm.free(id, Zero::Dirty);
-                Err(fb::errno(e))
-            }
-        };
-    }
-    let big = size / ROOT_CHUNK_SIZE;
-    let small = (size % ROOT_CHUNK_SIZE) / P2P_PAGE_SIZE;
-    let flags = AllocFlags {
-        prefer_zeroed: zero,
-    };
-    let mut ids = KVVec::new();
-    ids.resize(
-        usize::try_from(big + small)?,
-        ChunkId::default(),
-        GFP_KERNEL,
-    )?;
-    let (bulk, tail) = ids.split_at_mut(usize::try_from(big)?);
-    pmm.alloc(ROOT_CHUNK_SIZE, MemType::User, flags, bulk)
-        .map_err(fb::errno)?;
-    if let Err(e) = pmm.alloc(P2P_PAGE_SIZE, MemType::User, flags, tail) {
-        for id in bulk.iter() {
-            let _ = pmm.free(*id, Zero::Dirty);
+        if let Some(slot) = ids.get_mut(0) {
+            *slot = id;
         }
-        return Err(fb::errno(e));
+    } else {
+        let flags = AllocFlags {
+            prefer_zeroed: true,
+        };
+        let (bulk, tail) = ids.split_at_mut(big);
+        pmm.alloc(ROOT_CHUNK_SIZE, MemType::User, flags, bulk)
+            .map_err(fb::errno)?;
+        if let Err(e) = pmm.alloc(P2P_PAGE_SIZE, MemType::User, flags, tail) {
+            for id in bulk.iter() {
+                let _ = pmm.free(*id, Zero::Dirty);
+            }
+            return Err(fb::errno(e));
+        }
     }
-    for id in ids.iter() {
+    for (i, id) in ids.iter().enumerate() {
         let piece = pmm
             .unpin_allocated(*id)
             .and_then(|()| pmm.addr(*id))
@@ -283,38 +373,64 @@ fn alloc_backing(mem: &Arc<FbMemory>, size: u64, contiguous: bool, zero: bool) -
                 })
             });
         match piece.map(|p| backing.pieces.push_within_capacity(p)) {
-            Ok(Ok(())) => {}
+            Ok(Ok(())) => mem.add_held(backing.piece_len(i)),
             _ => {
                 for id in ids.iter().skip(backing.pieces.len()) {
                     let _ = pmm.free(*id, Zero::Dirty);
                 }
                 drop(pmm);
-                // `backing` returns the chunks recorded so far.
+                // The pieces recorded so far were never reachable: back as they were.
+                backing.give_back(false);
                 return Err(EIO);
             }
         }
     }
-    drop(pmm);
     Ok(backing)
 }
 
 /// Mutable state of a VA space.
 pub(crate) struct VaInner {
-    /// Live allocations, sorted by VA (VAs only grow, so appending keeps the order).
+    /// Live allocations, sorted by VA.
     allocs: KVVec<Arc<Allocation>>,
     /// Open files of the process.
     opens: usize,
+    /// The watch on the owner's address space (taken out and stopped at the last close).
+    watch: Option<MmWatch>,
+    /// The owner's address space is gone: no new allocations.
+    dead: bool,
 }
 
 /// The GPU VA space of one process.
 #[pin_data]
 pub(crate) struct VaSpace {
-    /// The owning process.
-    process: ProcessRef,
-    /// Its id, for display.
+    /// The owning process's id, for display.
     pub(crate) tgid: Pid,
     #[pin]
     inner: Mutex<VaInner>,
+}
+
+/// The live VA ranges, for the [`VaAllocator`].
+impl SpanList for KVVec<Span> {
+    fn len(&self) -> usize {
+        KVVec::len(self)
+    }
+
+    fn get(&self, i: usize) -> Option<Span> {
+        <[Span]>::get(self, i).copied()
+    }
+
+    fn insert(&mut self, i: usize, s: Span) -> Result<(), RangeError> {
+        self.insert_within_capacity(i, s).or_else(|_| {
+            self.reserve(1, GFP_KERNEL)
+                .map_err(|_| RangeError::NoMemory)?;
+            self.insert_within_capacity(i, s)
+                .map_err(|_| RangeError::NoMemory)
+        })
+    }
+
+    fn remove(&mut self, i: usize) -> Option<Span> {
+        KVVec::remove(self, i).ok()
+    }
 }
 
 kernel::sync::global_lock! {
@@ -326,7 +442,8 @@ kernel::sync::global_lock! {
 kernel::sync::global_lock! {
     // SAFETY: `init_registry` calls `init` from the module initialiser, before `/dev/nvrs` is
     // registered and so before any other use.
-    pub(crate) unsafe(uninit) static VA: Mutex<VaAllocator> = VaAllocator::new();
+    pub(crate) unsafe(uninit) static VA: Mutex<VaAllocator<KVVec<Span>>> =
+        VaAllocator::new(KVVec::new());
 }
 
 /// Frees the VA-space registry's memory at module exit (every file is closed by then).
@@ -334,52 +451,99 @@ pub(crate) fn fini_registry() {
     drop(core::mem::take(&mut *VASPACES.lock()));
 }
 
-/// Initialises the VA-space registry and the VA allocator. Called once, from module init.
-pub(crate) fn init_registry() {
+/// Initialises the VA-space registry and the VA allocator, whose space is shrunk to
+/// `va_space_size` bytes if non-zero (the `va_space_mib` parameter, for tests). Called once, from
+/// module init.
+pub(crate) fn init_registry(va_space_size: u64) {
     // SAFETY: Module init runs once, so `init` is called exactly once, before any other use.
     unsafe { VASPACES.init() };
     // SAFETY: As above.
     unsafe { VA.init() };
+    VA.lock().set_size(va_space_size);
 }
 
-fn current_tgid() -> Pid {
-    crate::helpers::current_tgid()
+/// Renders the VA allocator's state for debugfs `p2p`.
+pub(crate) fn render_va(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    let va = VA.lock();
+    writeln!(f, "va_ranges: {} wraps {}", va.live(), va.wraps())
+}
+
+/// Called by the MMU notifier when the owner's address space is torn down (exit or exec).
+///
+/// # Safety
+///
+/// `owner` must be the [`VaSpace`] that registered the watch; it stays valid while the watch
+/// exists ([`VaSpace::close`] stops the watch before it can go away).
+#[no_mangle]
+unsafe extern "C" fn nvrs_va_space_exit(owner: *mut c_void) {
+    // SAFETY: By the function's safety requirement.
+    let vs = unsafe { &*owner.cast::<VaSpace>() };
+    vs.owner_gone();
 }
 
 impl VaSpace {
     /// The calling process's VA space, created on its first open.
     pub(crate) fn open() -> Result<Arc<Self>> {
-        let tgid = current_tgid();
-        let mut all = VASPACES.lock();
-        if let Some(vs) = all.iter().find(|v| v.process.is_current()) {
-            vs.inner.lock().opens += 1;
-            return Ok(vs.clone());
+        if let Some(vs) = Self::current() {
+            let mut inner = vs.inner.lock();
+            if !inner.dead {
+                inner.opens += 1;
+                drop(inner);
+                return Ok(vs);
+            }
         }
         let vs = Arc::pin_init(
             try_pin_init!(Self {
-                process: ProcessRef::current(),
-                tgid,
+                tgid: helpers::current_tgid(),
                 inner <- new_mutex!(VaInner {
                     allocs: KVVec::new(),
                     opens: 1,
-                }),
+                    watch: None,
+                    dead: false,
+                }, "VaSpace::inner"),
             }),
             GFP_KERNEL,
         )?;
-        all.push(vs.clone(), GFP_KERNEL)?;
+        // SAFETY: `vs` outlives the watch: `close` stops it before the last reference can go.
+        let watch = unsafe { MmWatch::current(Arc::as_ptr(&vs).cast()) }?;
+        vs.inner.lock().watch = Some(watch);
+        let mut all = VASPACES.lock();
+        // Another thread of the process may have raced us: use its VA space instead.
+        if let Some(other) = all.iter().find(|v| v.is_current()).cloned() {
+            let mut inner = other.inner.lock();
+            if !inner.dead {
+                inner.opens += 1;
+                drop(inner);
+                drop(all);
+                vs.close();
+                return Ok(other);
+            }
+        }
+        if let Err(e) = all.push(vs.clone(), GFP_KERNEL) {
+            drop(all);
+            vs.close();
+            return Err(e.into());
+        }
         Ok(vs)
     }
 
-    /// Drops one open file; the last one tears the VA space down, releasing every allocation.
-    pub(crate) fn close(self: &Arc<Self>) {
+    /// The live VA space of the calling process, if it has one.
+    fn current() -> Option<Arc<Self>> {
+        VASPACES.lock().iter().find(|v| v.is_current()).cloned()
+    }
+
+    /// Whether the caller runs in the address space that owns this VA space (and it is alive).
+    pub(crate) fn is_current(&self) -> bool {
+        let inner = self.inner.lock();
+        !inner.dead && inner.watch.as_ref().is_some_and(MmWatch::is_current)
+    }
+
+    /// The owner's address space went away: release every allocation. Later calls through the
+    /// owner's files fail (`-EPERM`).
+    fn owner_gone(&self) {
         let doomed = {
-            let mut all = VASPACES.lock();
             let mut inner = self.inner.lock();
-            inner.opens = inner.opens.saturating_sub(1);
-            if inner.opens != 0 {
-                return;
-            }
-            all.retain(|v| !Arc::ptr_eq(v, self));
+            inner.dead = true;
             core::mem::take(&mut inner.allocs)
         };
         for a in doomed.iter() {
@@ -387,14 +551,28 @@ impl VaSpace {
         }
     }
 
-    /// Allocates `size` bytes on `gpu`.
-    pub(crate) fn alloc(
-        &self,
-        gpu: Arc<GpuInfo>,
-        size: u64,
-        contiguous: bool,
-        zero: bool,
-    ) -> Result<Span> {
+    /// Drops one open file; the last one tears the VA space down, releasing every allocation.
+    pub(crate) fn close(self: &Arc<Self>) {
+        let (doomed, watch) = {
+            let mut all = VASPACES.lock();
+            let mut inner = self.inner.lock();
+            inner.opens = inner.opens.saturating_sub(1);
+            if inner.opens != 0 {
+                return;
+            }
+            all.retain(|v| !Arc::ptr_eq(v, self));
+            inner.dead = true;
+            (core::mem::take(&mut inner.allocs), inner.watch.take())
+        };
+        // Stopping the watch waits for a running `owner_gone`; none can start afterwards.
+        drop(watch);
+        for a in doomed.iter() {
+            a.release();
+        }
+    }
+
+    /// Allocates `size` bytes on `gpu`, zeroed.
+    pub(crate) fn alloc(&self, gpu: Arc<GpuInfo>, size: u64, contiguous: bool) -> Result<Span> {
         if size == 0 || size % P2P_PAGE_SIZE != 0 {
             return Err(EINVAL);
         }
@@ -404,42 +582,74 @@ impl VaSpace {
         if size > mem.total_bytes() {
             return Err(ENOMEM);
         }
-        let mut inner = self.inner.lock();
-        // Checked under `inner`, which `release_gpu` takes after setting it.
-        if mem.is_gone() {
-            return Err(ENODEV);
-        }
-        let backing = alloc_backing(&mem, size, contiguous, zero)?;
-        let span = VA.lock().alloc(size).map_err(|_| ENOMEM)?;
-        if zero {
-            // `NVRS_ALLOC_ZERO` promises zero memory: clear what the manager does not know to be.
-            let l = backing.layout;
-            for (i, p) in backing.pieces.iter().enumerate() {
-                if !p.zeroed {
-                    let len = if u64::try_from(i)? < l.bulk {
-                        l.bulk_len
-                    } else {
-                        P2P_PAGE_SIZE
-                    };
-                    crate::helpers::zero_mmio(mem.aperture_phys + p.fb_offset, len)?;
-                }
+        mem.usable()?;
+        let mut backing = alloc_backing(&mem, size, contiguous)?;
+        // Scrub before the memory is reachable, with no lock held (this may be GiBs). On any
+        // failure below, dropping `backing` returns the chunks.
+        backing.scrub()?;
+        let span = match VA.lock().alloc(size) {
+            Ok(s) => s,
+            Err(e) => {
+                return Err(match e {
+                    RangeError::NoMemory | RangeError::Exhausted => ENOMEM,
+                    RangeError::Invalid => EINVAL,
+                });
             }
-        }
-        // On failure the initializer, and with it `backing`, is dropped: the chunks go back.
+        };
+        // On failure the initialised fields are dropped: `backing` returns the chunks; the VAs
+        // are freed below.
         let a = Arc::pin_init(
             try_pin_init!(Allocation {
                 span,
-                tgid: self.tgid,
+                tgid: helpers::current_tgid(),
                 gpu,
                 backing,
-                state <- new_mutex!(AllocState { released: false, pins: KVec::new(), mapped: KVec::new() }),
+                state <- new_mutex!(AllocState {
+                    released: false,
+                    pins: KVec::new(),
+                    mapped: KVec::new(),
+                    touched: false,
+                }, "Allocation::state"),
             }),
             GFP_KERNEL,
-        )?;
-        if let Err(e) = inner.allocs.push(a.clone(), GFP_KERNEL) {
+        );
+        let a = match a {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = VA.lock().free(span.start());
+                return Err(e);
+            }
+        };
+        let mut inner = self.inner.lock();
+        // Checked under `inner`, which GPU removal and owner teardown take after setting them.
+        let refused = if inner.dead {
+            Some(EPERM)
+        } else {
+            mem.usable().err()
+        };
+        if let Some(e) = refused {
             drop(inner);
             a.release();
-            return Err(e.into());
+            return Err(e);
+        }
+        let at = inner
+            .allocs
+            .binary_search_by_key(&span.start(), |a| a.span.start())
+            .unwrap_or_else(|i| i);
+        if let Err(e) = inner
+            .allocs
+            .insert_within_capacity(at, a.clone())
+            .or_else(|_| {
+                inner.allocs.reserve(1, GFP_KERNEL)?;
+                inner
+                    .allocs
+                    .insert_within_capacity(at, a.clone())
+                    .map_err(|_| ENOMEM)
+            })
+        {
+            drop(inner);
+            a.release();
+            return Err(e);
         }
         Ok(span)
     }
@@ -480,48 +690,28 @@ impl VaSpace {
 
 /// The allocation of the calling process that holds `want`.
 pub(crate) fn lookup_current(want: &Span) -> Option<Arc<Allocation>> {
-    let vs = VASPACES
-        .lock()
-        .iter()
-        .find(|v| v.process.is_current())
-        .cloned()?;
-    vs.find(want)
+    VaSpace::current()?.find(want)
 }
 
-/// Releases every allocation on `gpu` in every VA space (the GPU is going away).
+/// Releases every allocation on `gpu` in every VA space (the GPU is going away). One at a time,
+/// without allocating: each is taken out of its VA space under the locks and released outside
+/// them.
 pub(crate) fn release_gpu(gpu: &GpuInfo) {
-    let spaces: KVec<Arc<VaSpace>> = {
-        let all = VASPACES.lock();
-        let mut v = KVec::new();
-        for s in all.iter() {
-            if v.push(s.clone(), GFP_KERNEL).is_err() {
-                break;
-            }
-        }
-        v
-    };
-    for vs in spaces.iter() {
-        loop {
-            let victim = {
+    loop {
+        let victim = {
+            let all = VASPACES.lock();
+            all.iter().find_map(|vs| {
                 let mut inner = vs.inner.lock();
-                let Some(i) = inner
+                let i = inner
                     .allocs
                     .iter()
-                    .position(|a| core::ptr::eq(&*a.gpu, gpu))
-                else {
-                    break;
-                };
+                    .position(|a| core::ptr::eq(&*a.gpu, gpu))?;
                 inner.allocs.remove(i).ok()
-            };
-            if let Some(a) = victim {
-                a.release();
-                // Persistent pins survive, but the aperture their mappings point at is going
-                // away: unmap them (their tables stay valid until put).
-                let st = a.state.lock();
-                for p in st.pins.iter() {
-                    p.unmap_all();
-                }
-            }
+            })
+        };
+        match victim {
+            Some(a) => a.release(),
+            None => break,
         }
     }
 }

@@ -2,17 +2,21 @@
 
 //! GPU virtual-address ranges: handing out VAs and checking ranges against allocations.
 //!
-//! GPU VAs span [`VA_BASE`, `VA_LIMIT`). Allocations get VAs from one bump allocator shared by
-//! every process: VAs are unique across processes and never reused while nvrs is loaded, so a
-//! stale VA (say, in an RDMA driver's cache after the memory was freed) can never name a newer
-//! allocation, and a (VA, page table) pair names at most one pin. Allocations of 2 MiB or more
-//! are aligned to the 2 MiB root chunk, smaller ones to 64 KiB. The space holds 2^47 bytes:
-//! two billion 64 KiB allocations.
+//! GPU VAs span [`VA_BASE`, `VA_LIMIT`) (a smaller limit can be set for tests). One
+//! [`VaAllocator`] serves every process, so VAs are unique across processes while allocated.
+//! Freed ranges are reused, next-fit: the search for a free range starts where the previous
+//! allocation ended and wraps around to the bottom only at the limit, so a freed VA is handed out
+//! again as late as possible (after the whole space has been cycled through) and an ALLOC/FREE
+//! loop never exhausts the space. A stale VA in an RDMA driver's cache therefore names nothing
+//! for a long time, and never memory of the wrong owner: pins and CPU mappings hold their
+//! allocation itself, not its VA. Allocations of 2 MiB or more are aligned to the 2 MiB root
+//! chunk, smaller ones to 64 KiB.
 //!
 //! `nvidia_p2p_get_pages()` takes a VA and a length from a foreign driver; [`check_p2p_range`]
 //! and [`Span::contains`] decide whether they describe 64 KiB pages inside one allocation.
 //!
-//! This module is pure (no `kernel::`), so it is also tested on the host.
+//! This module is pure (no `kernel::`), so it is also tested on the host; the sorted list of live
+//! ranges is a [`SpanList`] (a `KVVec` in the kernel, a `Vec` on the host).
 
 use crate::hwref::{
     P2P_PAGE_SIZE,
@@ -32,6 +36,8 @@ pub(crate) enum RangeError {
     Invalid,
     /// The VA space is exhausted.
     Exhausted,
+    /// No memory for the list of live ranges.
+    NoMemory,
 }
 
 /// A range of GPU VAs: `[start, start + len)`, never empty, never overflowing.
@@ -81,22 +87,94 @@ pub(crate) fn check_p2p_range(va: u64, len: u64) -> Result<Span, RangeError> {
     Span::new(va, len).ok_or(RangeError::Invalid)
 }
 
-/// Hands out VAs for one VA space.
+/// The live ranges of a [`VaAllocator`], sorted by start. Implemented over the kernel's and the
+/// host's vectors.
+pub(crate) trait SpanList {
+    /// Number of ranges.
+    fn len(&self) -> usize;
+    /// The `i`-th range.
+    fn get(&self, i: usize) -> Option<Span>;
+    /// Inserts `s` at `i`; `Err` if memory for it cannot be had.
+    fn insert(&mut self, i: usize, s: Span) -> Result<(), RangeError>;
+    /// Removes the `i`-th range.
+    fn remove(&mut self, i: usize) -> Option<Span>;
+}
+
+/// Hands out GPU VAs, next-fit over the gaps between live ranges.
 #[derive(Debug)]
-pub(crate) struct VaAllocator {
-    next: u64,
+pub(crate) struct VaAllocator<L> {
+    live: L,
+    /// Where the next search starts: the end of the last allocation.
+    cursor: u64,
+    /// One past the highest VA handed out.
+    limit: u64,
+    /// Times the search wrapped around to [`VA_BASE`].
+    wraps: u64,
 }
 
-impl Default for VaAllocator {
-    fn default() -> Self {
-        Self::new()
+impl<L: SpanList> VaAllocator<L> {
+    /// An allocator over `[VA_BASE, VA_LIMIT)` whose live ranges are kept in `live` (empty).
+    pub(crate) const fn new(live: L) -> Self {
+        Self {
+            live,
+            cursor: VA_BASE,
+            limit: VA_LIMIT,
+            wraps: 0,
+        }
     }
-}
 
-impl VaAllocator {
-    /// An allocator starting at [`VA_BASE`].
-    pub(crate) const fn new() -> Self {
-        Self { next: VA_BASE }
+    /// Shrinks the space to `[VA_BASE, VA_BASE + size)` (tests exercise reuse with it); only
+    /// before the first allocation. Sizes outside `(0, VA_LIMIT - VA_BASE]` are ignored.
+    pub(crate) fn set_size(&mut self, size: u64) {
+        if self.live.len() == 0 && size > 0 && size <= VA_LIMIT - VA_BASE {
+            self.limit = VA_BASE + size;
+        }
+    }
+
+    /// Number of live ranges.
+    pub(crate) fn live(&self) -> usize {
+        self.live.len()
+    }
+
+    /// Times the search wrapped around.
+    pub(crate) fn wraps(&self) -> u64 {
+        self.wraps
+    }
+
+    /// Index of the first live range that ends after `at`.
+    fn first_ending_after(&self, at: u64) -> usize {
+        let (mut lo, mut hi) = (0, self.live.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.live.get(mid) {
+                Some(s) if s.end() <= at => lo = mid + 1,
+                _ => hi = mid,
+            }
+        }
+        lo
+    }
+
+    /// The first aligned gap of `len` bytes in `[from, to)`, and the index to insert it at.
+    fn find_gap(&self, from: u64, to: u64, len: u64, align: u64) -> Option<(u64, usize)> {
+        let mut i = self.first_ending_after(from);
+        let mut at = from;
+        while at < to {
+            let next = self.live.get(i);
+            if let Some(s) = next.filter(|s| s.start() <= at) {
+                // `at` lies inside (or at the start of) a live range: skip past it.
+                at = s.end();
+                i += 1;
+                continue;
+            }
+            let gap_end = next.map_or(to, |s| s.start().min(to));
+            let start = at.checked_next_multiple_of(align)?;
+            if start.checked_add(len)? <= gap_end {
+                return Some((start, i));
+            }
+            at = next?.end();
+            i += 1;
+        }
+        None
     }
 
     /// Reserves `len` bytes (a non-zero multiple of 64 KiB): at a 2 MiB-aligned VA from 2 MiB
@@ -110,15 +188,32 @@ impl VaAllocator {
         } else {
             P2P_PAGE_SIZE
         };
-        let start = self
-            .next
-            .checked_next_multiple_of(align)
-            .ok_or(RangeError::Exhausted)?;
+        let found = match self.find_gap(self.cursor, self.limit, len, align) {
+            Some(f) => Some(f),
+            None => {
+                let f = self.find_gap(VA_BASE, self.limit, len, align);
+                if f.is_some() {
+                    self.wraps += 1;
+                }
+                f
+            }
+        };
+        let (start, at) = found.ok_or(RangeError::Exhausted)?;
         let span = Span::new(start, len).ok_or(RangeError::Exhausted)?;
-        if span.end() > VA_LIMIT {
-            return Err(RangeError::Exhausted);
-        }
-        self.next = span.end();
+        self.live.insert(at, span)?;
+        self.cursor = span.end();
         Ok(span)
+    }
+
+    /// Returns the range starting at `start` for reuse.
+    pub(crate) fn free(&mut self, start: u64) -> Result<(), RangeError> {
+        let i = self.first_ending_after(start);
+        match self.live.get(i) {
+            Some(s) if s.start() == start => {
+                self.live.remove(i);
+                Ok(())
+            }
+            _ => Err(RangeError::Invalid),
+        }
     }
 }

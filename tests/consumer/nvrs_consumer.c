@@ -21,6 +21,23 @@
  *                          back by DMA and through a CPU mapping of the
  *                          page's physical address, and compares
  *   status S               slot state and how often its callback fired
+ *   slowpin S VA LEN MS    pin whose free callback sleeps MS ms (as a NIC
+ *                          driver quiescing its queues would)
+ *   incb S                 whether S's free callback is running right now
+ *   cpumap S               map the pinned first page for the CPU through its
+ *                          physical address, as gdrdrv does for user space
+ *   keep S                 remember S's table and mapping pointers (the
+ *                          stale-pointer tests replay them later)
+ *   putold S               put_pages / put_pages_persistent of the kept table
+ *   unmapold S             dma_unmap_pages of the kept mapping, for edu
+ *   unmapwith S PEER       dma_unmap_pages of S's mapping naming PEER (a PCI
+ *                          function other than the one it was mapped for)
+ *   stalereplay VA LEN N   N x: pin [VA, VA + LEN), map it for edu, replay
+ *                          every stale table and mapping pointer of earlier
+ *                          rounds against put_pages / dma_unmap_pages, and
+ *                          count the live pins that were hit (runs without
+ *                          the ctl lock, so several can run at once)
+ *   rsync                  the rsync registration matrix
  *   benchpin VA LEN N      N x (get_pages + put_pages) of [VA, VA + LEN)
  *   benchgup UVA LEN N     N x (pin_user_pages + unpin) of user memory: the
  *                          anchor for benchpin
@@ -82,6 +99,14 @@ struct slot {
 	bool persistent;
 	bool live;			/* pinned and not revoked or put */
 	atomic_t callbacks;
+	atomic_t in_callback;
+	unsigned int cb_delay_ms;
+	void __iomem *cpu;		/* cpumap */
+	/* keep: pointers remembered for the stale-pointer tests */
+	struct nvidia_p2p_page_table *old_pt;
+	struct nvidia_p2p_dma_mapping *old_map;
+	u64 old_va;
+	bool old_persistent;
 };
 
 struct consumer {
@@ -112,6 +137,11 @@ static void free_callback(void *data)
 {
 	struct slot *s = data;
 
+	atomic_set(&s->in_callback, 1);
+	/* A driver quiescing its queues; nvrs must not unmap under it. */
+	if (s->cb_delay_ms)
+		msleep(s->cb_delay_ms);
+	atomic_set(&s->in_callback, 0);
 	/* nvrs frees the table and its DMA mappings once we return. */
 	atomic_inc(&s->callbacks);
 	WRITE_ONCE(s->live, false);
@@ -249,6 +279,10 @@ static int cmd_put(struct slot *s)
 
 	if (s->peer)
 		cmd_unmap(s);
+	if (s->cpu) {
+		iounmap(s->cpu);
+		s->cpu = NULL;
+	}
 	if (s->persistent)
 		ret = nvidia_p2p_put_pages_persistent(s->va, pt, 0);
 	else
@@ -310,8 +344,177 @@ static int cmd_dma(struct slot *s, u64 off, u32 pattern)
 	return 0;
 }
 
+/* expect(): one line of the bad-input matrix. */
+static int bad_fail;
+
+static void expect(const char *what, int got, int want)
+{
+	if (got != want)
+		bad_fail++;
+	reply("%s %s: got %d, want %d\n", got == want ? "ok" : "FAIL", what,
+	      got, want);
+}
+
 static void dummy_cb(void *data)
 {
+}
+
+static int cmd_cpumap(struct slot *s)
+{
+	struct nvidia_p2p_page_table *pt = READ_ONCE(s->pt);
+
+	if (!READ_ONCE(s->live) || s->cpu)
+		return -ENOENT;
+	s->cpu = ioremap_wc(pt->pages[0]->physical_address, GPU_PAGE);
+	if (!s->cpu)
+		return -ENOMEM;
+	reply("cpumap phys 0x%llx word0 0x%08x\n",
+	      pt->pages[0]->physical_address, readl(s->cpu));
+	return 0;
+}
+
+static int cmd_keep(struct slot *s)
+{
+	s->old_pt = READ_ONCE(s->pt);
+	s->old_map = s->map;
+	s->old_va = s->va;
+	s->old_persistent = s->persistent;
+	reply("kept table %p mapping %p\n", s->old_pt, s->old_map);
+	return 0;
+}
+
+static int cmd_putold(struct slot *s)
+{
+	if (s->old_persistent)
+		return nvidia_p2p_put_pages_persistent(s->old_va, s->old_pt, 0);
+	return nvidia_p2p_put_pages(0, 0, s->old_va, s->old_pt);
+}
+
+static int cmd_unmapwith(struct slot *s, const char *peer_name)
+{
+	struct pci_dev *peer = find_peer(peer_name);
+	int ret;
+
+	if (!peer || !s->peer)
+		return -ENOENT;
+	/* nvrs unmaps for the device the mapping was made for, as NVIDIA does. */
+	ret = nvidia_p2p_dma_unmap_pages(peer, READ_ONCE(s->pt), s->map);
+	pci_dev_put(peer);
+	if (!ret) {
+		s->map = NULL;
+		pci_dev_put(s->peer);
+		s->peer = NULL;
+	}
+	return ret;
+}
+
+static int cmd_unmapold(struct slot *s)
+{
+	return nvidia_p2p_dma_unmap_pages(con->edu, s->old_pt, s->old_map);
+}
+
+/*
+ * stalereplay: each round pins the range, maps it for edu, then replays the
+ * (table, mapping) pointers of every earlier round, all stale by then: none
+ * may end the live pin or unmap its live mapping. A victim shows as a pin
+ * whose mapping can no longer be found, or which can no longer be mapped.
+ */
+#define STALE_KEEP 64
+
+static int cmd_stalereplay(u64 va, u64 len, u64 n)
+{
+	struct nvidia_p2p_page_table **old_pt;
+	struct nvidia_p2p_dma_mapping **old_map;
+	u64 i, victims = 0, stale = 0, rounds = 0;
+	unsigned int kept = 0, k;
+	int ret = 0;
+
+	old_pt = kcalloc(STALE_KEEP, sizeof(*old_pt), GFP_KERNEL);
+	old_map = kcalloc(STALE_KEEP, sizeof(*old_map), GFP_KERNEL);
+	if (!old_pt || !old_map) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		struct nvidia_p2p_page_table *pt = NULL;
+		struct nvidia_p2p_dma_mapping *map = NULL, *probe = NULL;
+
+		ret = nvidia_p2p_get_pages(0, 0, va, len, &pt, dummy_cb, NULL);
+		if (ret)
+			break;
+		ret = nvidia_p2p_dma_map_pages(con->edu, pt, &map);
+		if (ret) {
+			nvidia_p2p_put_pages(0, 0, va, pt);
+			break;
+		}
+		for (k = 0; k < kept; k++) {
+			nvidia_p2p_dma_unmap_pages(con->edu, old_pt[k], old_map[k]);
+			nvidia_p2p_put_pages(0, 0, va, old_pt[k]);
+			stale += 2;
+		}
+		/* Still live: a second mapping of the table must succeed... */
+		if (nvidia_p2p_dma_map_pages(con->edu, pt, &probe)) {
+			victims++;
+		} else {
+			nvidia_p2p_dma_unmap_pages(con->edu, pt, probe);
+			/* ...and the first must still be intact. */
+			if (!NVIDIA_P2P_DMA_MAPPING_VERSION_COMPATIBLE(map) ||
+			    !map->entries || !map->dma_addresses)
+				victims++;
+		}
+		nvidia_p2p_dma_unmap_pages(con->edu, pt, map);
+		nvidia_p2p_put_pages(0, 0, va, pt);
+		old_pt[kept % STALE_KEEP] = pt;
+		old_map[kept % STALE_KEEP] = map;
+		kept = min_t(unsigned int, kept + 1, STALE_KEEP);
+		rounds++;
+		cond_resched();
+	}
+	mutex_lock(&con->lock);
+	con->reply_len = 0;
+	reply("stalereplay rounds %llu stale %llu victims %llu\n", rounds,
+	      stale, victims);
+	mutex_unlock(&con->lock);
+	if (!ret && victims)
+		ret = -EIO;
+out:
+	kfree(old_pt);
+	kfree(old_map);
+	return ret;
+}
+
+static int rsync_get(int *mode, void *data)
+{
+	return 0;
+}
+
+static void rsync_put(int mode, void *data)
+{
+}
+
+static void rsync_wait(struct pci_dev *gpu, void *data)
+{
+}
+
+static int cmd_rsync(void)
+{
+	nvidia_p2p_rsync_driver_t a = {
+		.version = NVIDIA_P2P_RSYNC_DRIVER_VERSION,
+		.get_relaxed_ordering_mode = rsync_get,
+		.put_relaxed_ordering_mode = rsync_put,
+		.wait_for_rsync = rsync_wait,
+	}, b = a;
+
+	bad_fail = 0;
+	expect("register", nvidia_p2p_register_rsync_driver(&a, NULL), 0);
+	expect("register a second", nvidia_p2p_register_rsync_driver(&b, NULL), -EBUSY);
+	/* Unregistering a driver that never registered must not clear the registered one. */
+	nvidia_p2p_unregister_rsync_driver(&b, NULL);
+	expect("still registered", nvidia_p2p_register_rsync_driver(&b, NULL), -EBUSY);
+	nvidia_p2p_unregister_rsync_driver(&a, NULL);
+	expect("register after unregister", nvidia_p2p_register_rsync_driver(&b, NULL), 0);
+	nvidia_p2p_unregister_rsync_driver(&b, NULL);
+	return bad_fail ? -EIO : 0;
 }
 
 static int cmd_benchpin(u64 va, u64 len, u64 n)
@@ -407,17 +610,6 @@ static int cmd_benchmap(struct slot *s, u64 n)
 	return ret;
 }
 
-/* expect(): one line of the bad-input matrix. */
-static int bad_fail;
-
-static void expect(const char *what, int got, int want)
-{
-	if (got != want)
-		bad_fail++;
-	reply("%s %s: got %d, want %d\n", got == want ? "ok" : "FAIL", what,
-	      got, want);
-}
-
 static int cmd_badinput(u64 va, u64 len)
 {
 	struct nvidia_p2p_page_table *pt = NULL;
@@ -441,6 +633,8 @@ static int cmd_badinput(u64 va, u64 len)
 	expect("put NULL table", nvidia_p2p_put_pages(0, 0, va, NULL), 0);
 	expect("put_persistent NULL table", nvidia_p2p_put_pages_persistent(va, NULL, 0), 0);
 	expect("put never-issued table", nvidia_p2p_put_pages(0, 0, va, (void *)con->buf), 0);
+	/* A persistent pin is never revoked: naming none is a consumer bug. */
+	expect("put_persistent never-issued table", nvidia_p2p_put_pages_persistent(va, (void *)con->buf, 0), -EINVAL);
 	expect("put persistent-kind mismatch", nvidia_p2p_put_pages_persistent(s->va, s->pt, 0), -EINVAL);
 	/* A (va, table) pair that names no pin is "not found": 0, and the pin stays. */
 	expect("put wrong va", nvidia_p2p_put_pages(0, 0, s->va + GPU_PAGE, s->pt), 0);
@@ -480,6 +674,8 @@ static int run_cmd(char *line)
 		c = 0;
 	if (!strcmp(argv[0], "badinput"))
 		return cmd_badinput(a, b);
+	if (!strcmp(argv[0], "rsync"))
+		return cmd_rsync();
 	if (!strcmp(argv[0], "benchpin"))
 		return cmd_benchpin(a, b, c);
 	if (!strcmp(argv[0], "benchgup"))
@@ -488,8 +684,32 @@ static int run_cmd(char *line)
 	s = get_slot(idx);
 	if (!s || argc < 2)
 		return -EINVAL;
-	if (!strcmp(argv[0], "pin") && argc == 4 && b && c)
+	if (!strcmp(argv[0], "pin") && argc == 4 && b && c) {
+		s->cb_delay_ms = 0;
 		return cmd_pin(s, b, c, false, 0);
+	}
+	if (!strcmp(argv[0], "slowpin") && argc == 5 && b && c) {
+		u64 ms;
+
+		if (kstrtou64(argv[4], 0, &ms) || ms > 10000)
+			return -EINVAL;
+		s->cb_delay_ms = ms;
+		return cmd_pin(s, b, c, false, 0);
+	}
+	if (!strcmp(argv[0], "incb")) {
+		reply("incb %d\n", atomic_read(&s->in_callback));
+		return 0;
+	}
+	if (!strcmp(argv[0], "cpumap"))
+		return cmd_cpumap(s);
+	if (!strcmp(argv[0], "keep"))
+		return cmd_keep(s);
+	if (!strcmp(argv[0], "putold"))
+		return cmd_putold(s);
+	if (!strcmp(argv[0], "unmapold"))
+		return cmd_unmapold(s);
+	if (!strcmp(argv[0], "unmapwith") && argc == 3)
+		return cmd_unmapwith(s, argv[2]);
 	if (!strcmp(argv[0], "ppin") && argc >= 4) {
 		u64 flags = 0;
 
@@ -527,6 +747,15 @@ static ssize_t ctl_write(struct file *file, const char __user *ubuf,
 	if (copy_from_user(line, ubuf, count))
 		return -EFAULT;
 	line[count] = 0;
+	/* Runs unlocked (it uses no slot), so several can race each other. */
+	if (!strncmp(line, "stalereplay ", 12)) {
+		u64 va, len, n;
+
+		if (sscanf(line + 12, "%llx %llx %llu", &va, &len, &n) != 3)
+			return -EINVAL;
+		ret = cmd_stalereplay(va, len, n);
+		return ret ? ret : count;
+	}
 	mutex_lock(&con->lock);
 	con->reply_len = 0;
 	ret = run_cmd(line);

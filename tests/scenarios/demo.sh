@@ -36,7 +36,7 @@ demo "   2 KiB into GPU memory by DMA, checked by DMA readback and through the C
 insmod /lib/modules/nvrs_consumer.ko
 announce_apertures
 nvrs-tool alloc A 0 4M \; ctl pin 0 @A 0x200000 \; ctl map 0 \; ctl dma 0 0x1000 0xc0ffee00 \; \
-	sh "cat /sys/kernel/debug/nvrs/p2p" \; free A \; ctl status 0 2>&1 | show
+	sh "$HOSTSYNC" \; sh "cat /sys/kernel/debug/nvrs/p2p" \; free A \; ctl status 0 2>&1 | show
 check "demo: pin, map and DMA" nvrs-tool alloc A 0 2M \; ctl pin 1 @A 0x10000 \; ctl put 1
 first=$(nvrs_bound | head -n1)
 demo "== /sys/kernel/debug/nvrs/$first/pmm/stats =="

@@ -79,3 +79,25 @@ dmesg_mark() {
 dmesg_new() {
 	dmesg | tail -n +$((_dmesg_lines + 1))
 }
+
+# tool DESCRIPTION ARGS...: one nvrs-tool run (one process) as one test; its
+# output is shown as diagnostics and left in /tmp/tool.out.
+tool() {
+	_d=$1
+	shift
+	if nvrs-tool "$@" >/tmp/tool.out 2>&1; then
+		ok "$_d"
+	else
+		not_ok "$_d"
+	fi
+	while IFS= read -r l; do diag "  $l"; done </tmp/tool.out
+}
+
+# In an nvrs-tool command list: have the VM runner check the bytes peers
+# wrote by DMA while the memory is still allocated.
+HOSTSYNC="sh /scenarios/hostsync.sh"
+
+# Bytes of GPU memory nvrs manages on the GPU at PCI address $1.
+fb_total() {
+	sed -n "s/^total_bytes: \([0-9]*\).*/\1/p" /sys/kernel/debug/nvrs/$1/pmm/stats
+}

@@ -10,43 +10,29 @@
 M=/lib/modules
 D=/sys/kernel/debug/nvrs
 
-# tool DESCRIPTION ARGS...: one nvrs-tool run (one process) as one test.
-tool() {
-	_d=$1
-	shift
-	if nvrs-tool "$@" >/tmp/tool.out 2>&1; then
-		ok "$_d"
-	else
-		not_ok "$_d"
-	fi
-	while IFS= read -r l; do diag "  $l"; done </tmp/tool.out
-}
-
 check "insmod nvrs" insmod $M/nvrs.ko emulated=1 peer_device=0x123411e8
 check "insmod consumer" insmod $M/nvrs_consumer.ko
 check "/dev/nvrs exists" test -c /dev/nvrs
 GPU1=$(nvrs_bound | sed -n 2p)
 announce_apertures
-fb_total() { sed -n "s/^total_bytes: \([0-9]*\).*/\1/p" $D/$1/pmm/stats; }
 
 tool "pin, map for edu, DMA and verify on GPU0 (2 KiB at two offsets)" \
 	count \; info 0 \; alloc A 0 4M \; ctl pin 0 @A 0x200000 \; ctl map 0 \; \
-	ctl dma 0 0 0x11110000 \; ctl dma 0 0x110000 0x22220000 \; \
+	ctl dma 0 0 0x11110000 \; ctl dma 0 0x110000 0x22220000 \; sh "$HOSTSYNC" \; \
 	rd A 0 0x11110000 \; rd A 0x110004 0x22220001 \; \
 	ctl status 0 \; ctl unmap 0 \; ctl put 0 \; free A
-# (Before the DMA tests, which the runner checks in the backing files afterwards.)
-tool "dirty memory is reused as it is" \
-	alloc A 1 2M \; wr A 0x20000 0xdeadbeef \; free A \; alloc B 1 2M \; rd B 0x20000 0xdeadbeef
-tool "  with NVRS_ALLOC_ZERO it is cleared" \
+tool "freed memory is scrubbed before reuse" \
+	alloc A 1 2M \; wr A 0x20000 0xdeadbeef \; free A \; alloc B 1 2M \; rd B 0x20000 0
+tool "  NVRS_ALLOC_ZERO is accepted (all memory is zeroed)" \
 	alloc A 1 2M \; wr A 0x20000 0xdeadbeef \; free A \; alloc C 1 2M zero \; rd C 0x20000 0
 tool "freeing removes the CPU mappings: a stale one faults" alloc A 1 2M \; !EFAULT usefree A
 tool "  so does process exit with the memory still mapped" alloc A 1 2M \; wr A 0 1
 tool "the same on GPU1" \
 	alloc A 1 2M \; ctl pin 0 @A 0x200000 \; ctl map 0 \; \
-	ctl dma 0 0x1f0000 0x33330000 \; rd A 0x1f0000 0x33330000 \; ctl put 0 \; free A
+	ctl dma 0 0x1f0000 0x33330000 \; sh "$HOSTSYNC" \; rd A 0x1f0000 0x33330000 \; ctl put 0 \; free A
 tool "CPU writes through mmap are seen by the peer's DMA" \
 	alloc A 0 2M \; wr A 0x10000 0x5a5a5a5a \; ctl pin 0 @A 0x20000 \; ctl map 0 \; \
-	ctl dma 0 0x1000 0x44440000 \; rd A 0x10000 0x5a5a5a5a \; ctl put 0 \; free A
+	ctl dma 0 0x1000 0x44440000 \; sh "$HOSTSYNC" \; rd A 0x10000 0x5a5a5a5a \; ctl put 0 \; free A
 tool "GPU0 memory mapped for GPU1 as the peer" \
 	alloc A 0 2M \; ctl pin 0 @A 0x100000 \; ctl map 0 $GPU1 \; ctl unmap 0 \; ctl put 0 \; free A
 tool "a contiguous 8 MiB allocation maps as one run" \
@@ -66,7 +52,7 @@ check "callbacks 1 after exit" grep -qE "callbacks 1$" /tmp/tool.out
 
 tool "a persistent pin survives free, keeps working, and is put" \
 	alloc A 0 2M \; ctl ppin 3 @A 0x200000 \; ctl map 3 \; free A \; \
-	ctl dma 3 0x2000 0x66660000 \; ctl status 3 \; ctl put 3
+	ctl dma 3 0x2000 0x66660000 \; sh "$HOSTSYNC" \; ctl status 3 \; ctl put 3
 check "no callback for the persistent pin" grep -q "persistent 1 callbacks 0" /tmp/tool.out
 
 tool "bad-input matrix" \

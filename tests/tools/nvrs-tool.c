@@ -23,6 +23,25 @@
  *   child CMD...               run the rest of the line in a forked child
  *   sh COMMAND                 run a shell command (e.g. a sysfs write)
  *   race GPU SECONDS           8 threads racing pin/put/free/callback
+ *   bgfree SLOT                free SLOT in a background thread (join waits)
+ *   join                       wait for the background thread
+ *   forkhold MS                fork a child that keeps the inherited file
+ *                              for MS ms, then exits; do not wait for it
+ *                              (its pid goes to /tmp/forkhold.pid)
+ *   mapall SLOT                map all of SLOT and touch every page (kept
+ *                              mapped until the process exits)
+ *   fill SLOT PATTERN          write PATTERN to every word of SLOT
+ *   zero SLOT                  check that every byte of SLOT reads zero
+ *   valoop GPU SIZE N          N x (alloc SIZE, free)
+ *   mmaprace GPU N             N x: one thread allocates 64 KiB and maps it
+ *                              while another frees it; then every mapping
+ *                              that survived must fault (SIGBUS), also after
+ *                              another process took and wrote all the memory
+ *   stalerace GPU SECONDS      8 threads replay stale table and mapping
+ *                              pointers while pinning (consumer stalereplay)
+ *   mmap SLOT PROT SHARE       mmap all of SLOT with PROT (letters r, w, x)
+ *                              and SHARE (shared or private), then unmap
+ *   rdonly                     reopen /dev/nvrs read-only
  *   sleep MS
  *
  * Prefix a command with "!ERRNO " (a name such as EINVAL, or a number) to
@@ -335,6 +354,280 @@ static int use_after_free(int s)
 	return ret;
 }
 
+static pthread_t bg_thread;
+static int bg_running, bg_result;
+
+static void *bg_free(void *arg)
+{
+	struct nvrs_free f = { .va = *(uint64_t *)arg };
+
+	bg_result = ioctl(fd, NVRS_IOCTL_FREE, &f) ? -errno : 0;
+	return NULL;
+}
+
+/* Reads one u32 at @p; returns 1 if it faulted, 0 if it read data. */
+static int faults(volatile uint32_t *p)
+{
+	struct sigaction sa = { .sa_handler = on_fault }, old_bus, old_segv;
+	int ret;
+
+	sigaction(SIGBUS, &sa, &old_bus);
+	sigaction(SIGSEGV, &sa, &old_segv);
+	if (sigsetjmp(fault_jmp, 1)) {
+		ret = 1;
+	} else {
+		(void)*p;
+		ret = 0;
+	}
+	sigaction(SIGBUS, &old_bus, NULL);
+	sigaction(SIGSEGV, &old_segv, NULL);
+	return ret;
+}
+
+static void *slot_map[26];
+
+static int map_all(int s)
+{
+	volatile uint8_t *m;
+	uint64_t off;
+
+	if (slot_map[s])
+		return 0;
+	m = mmap(NULL, slot_size[s], PROT_READ | PROT_WRITE, MAP_SHARED, fd, slot_va[s]);
+	if (m == MAP_FAILED)
+		return -errno;
+	for (off = 0; off < slot_size[s]; off += 4096)
+		(void)m[off];
+	slot_map[s] = (void *)m;
+	return 0;
+}
+
+static int fill(int s, uint32_t pattern)
+{
+	volatile uint32_t *p;
+	uint64_t i;
+	int ret = map_all(s);
+
+	if (ret)
+		return ret;
+	p = slot_map[s];
+	for (i = 0; i < slot_size[s] / 4; i++)
+		p[i] = pattern;
+	return 0;
+}
+
+static int check_zero(int s)
+{
+	volatile uint64_t *p;
+	uint64_t i, bad = 0;
+	int ret = map_all(s);
+
+	if (ret)
+		return ret;
+	p = slot_map[s];
+	for (i = 0; i < slot_size[s] / 8; i++)
+		if (p[i] && !bad++)
+			printf("non-zero 0x%016llx at offset 0x%llx\n",
+			       (unsigned long long)p[i], (unsigned long long)i * 8);
+	printf("zero: %llu bytes checked, %llu non-zero words\n",
+	       (unsigned long long)slot_size[s], (unsigned long long)bad);
+	return bad ? -EIO : 0;
+}
+
+static int va_loop(int gpu, uint64_t size, long n)
+{
+	uint64_t lo = ~0ULL, hi = 0;
+	long i;
+
+	for (i = 0; i < n; i++) {
+		struct nvrs_alloc a = { .gpu = gpu, .size = size };
+		struct nvrs_free f;
+
+		if (ioctl(fd, NVRS_IOCTL_ALLOC, &a)) {
+			printf("iteration %ld: alloc failed: errno %d\n", i, errno);
+			return -errno;
+		}
+		lo = a.va < lo ? a.va : lo;
+		hi = a.va > hi ? a.va : hi;
+		f.va = a.va;
+		if (ioctl(fd, NVRS_IOCTL_FREE, &f))
+			return -errno;
+	}
+	printf("valoop: %ld iterations, VAs 0x%llx..0x%llx\n", n,
+	       (unsigned long long)lo, (unsigned long long)hi);
+	return 0;
+}
+
+/* mmaprace: the mapper publishes each VA; the freer frees it at once. */
+struct mmap_race {
+	int gpu;
+	long n;
+	_Atomic uint64_t va;		/* published, 0 once freed */
+	_Atomic int done;
+	void **maps;
+	long mapped;
+};
+
+static void *race_freer(void *arg)
+{
+	struct mmap_race *r = arg;
+
+	while (!atomic_load(&r->done)) {
+		struct nvrs_free f = { .va = atomic_load(&r->va) };
+
+		if (!f.va)
+			continue;
+		ioctl(fd, NVRS_IOCTL_FREE, &f);
+		atomic_store(&r->va, 0);
+	}
+	return NULL;
+}
+
+/* Allocates (and writes) all it can of @gpu in a child process; waits on @go. */
+static pid_t hog(int gpu, int ready[2], int go[2])
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int f = open("/dev/nvrs", O_RDWR | O_CLOEXEC);
+		uint64_t size = 256ULL << 20, total = 0;
+		char c = 0;
+
+		while (f >= 0 && size >= (1 << 16)) {
+			struct nvrs_alloc a = { .gpu = gpu, .size = size };
+			uint32_t *m;
+			uint64_t i;
+
+			if (ioctl(f, NVRS_IOCTL_ALLOC, &a)) {
+				size /= 2;
+				continue;
+			}
+			m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, f, a.va);
+			if (m != MAP_FAILED)
+				for (i = 0; i < size / 4; i += 1024)
+					m[i] = 0x0dd0c0de;
+			total += size;
+		}
+		printf("hog: %llu bytes allocated and written by pid %d\n",
+		       (unsigned long long)total, getpid());
+		fflush(stdout);
+		if (write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)
+			_exit(1);
+		_exit(0);
+	}
+	return pid;
+}
+
+static int mmap_race(int gpu, long n)
+{
+	struct mmap_race r = { .gpu = gpu, .n = n };
+	long i, data = 0, survivors = 0;
+	int ready[2], go[2], status;
+	pthread_t th;
+	pid_t pid;
+	char c = 0;
+
+	r.maps = calloc(n, sizeof(*r.maps));
+	if (!r.maps)
+		return -ENOMEM;
+	pthread_create(&th, NULL, race_freer, &r);
+	for (i = 0; i < n; i++) {
+		struct nvrs_alloc a = { .gpu = gpu, .size = 1 << 16 };
+		void *m;
+
+		if (ioctl(fd, NVRS_IOCTL_ALLOC, &a))
+			continue;
+		atomic_store(&r.va, a.va);
+		m = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED, fd, a.va);
+		/* Make sure it is freed before the checks below. */
+		while (atomic_load(&r.va))
+			;
+		if (m != MAP_FAILED)
+			r.maps[r.mapped++] = m;
+	}
+	atomic_store(&r.done, 1);
+	pthread_join(th, NULL);
+	for (i = 0; i < r.mapped; i++)
+		if (!faults(r.maps[i]))
+			data++;
+	survivors = r.mapped;
+	printf("mmaprace: %ld iterations, %ld mappings survived the free, %ld read data\n",
+	       n, survivors, data);
+	/* Another process takes and writes all the memory; old mappings still fault. */
+	if (pipe(ready) || pipe(go))
+		return -errno;
+	pid = hog(gpu, ready, go);
+	if (pid < 0 || read(ready[0], &c, 1) != 1)
+		return -EIO;
+	for (i = 0; i < r.mapped; i++)
+		if (!faults(r.maps[i]))
+			data++;
+	if (write(go[1], &c, 1) != 1)
+		return -EIO;
+	waitpid(pid, &status, 0);
+	printf("mmaprace: after another process wrote the memory, %ld reads of data in all\n", data);
+	for (i = 0; i < r.mapped; i++)
+		munmap(r.maps[i], 1 << 16);
+	free(r.maps);
+	return data ? -EIO : 0;
+}
+
+/* stalerace: 8 threads, each with its own allocation, replaying stale pointers. */
+struct stale_arg {
+	uint64_t va;
+	time_t deadline;
+	long rounds;
+	int err;
+};
+
+static void *stale_thread(void *arg)
+{
+	struct stale_arg *a = arg;
+	char text[128];
+
+	snprintf(text, sizeof(text), "stalereplay 0x%llx 0x10000 20", (unsigned long long)a->va);
+	while (time(NULL) < a->deadline) {
+		int ret = ctl_line(text);
+
+		if (ret) {
+			a->err = ret;
+			break;
+		}
+		a->rounds += 20;
+	}
+	return NULL;
+}
+
+static int stale_race(int gpu, int seconds)
+{
+	struct stale_arg args[8];
+	pthread_t th[8];
+	long rounds = 0;
+	int i, err = 0;
+
+	for (i = 0; i < 8; i++) {
+		struct nvrs_alloc a = { .gpu = gpu, .size = 1 << 16 };
+
+		if (ioctl(fd, NVRS_IOCTL_ALLOC, &a))
+			return -errno;
+		args[i] = (struct stale_arg){ .va = a.va, .deadline = time(NULL) + seconds };
+		pthread_create(&th[i], NULL, stale_thread, &args[i]);
+	}
+	for (i = 0; i < 8; i++) {
+		struct nvrs_free f = { .va = args[i].va };
+
+		pthread_join(th[i], NULL);
+		rounds += args[i].rounds;
+		if (args[i].err) {
+			printf("thread %d: errno %d (EIO: a stale pointer hit a live pin)\n", i, -args[i].err);
+			err = args[i].err;
+		}
+		ioctl(fd, NVRS_IOCTL_FREE, &f);
+	}
+	printf("stalerace: %ld pin rounds, each replaying up to 64 stale pointer pairs\n", rounds);
+	return err;
+}
+
 /* Runs one command; returns 0 or a negative errno. */
 static int run(int argc, char **argv)
 {
@@ -413,6 +706,63 @@ static int run(int argc, char **argv)
 		       (unsigned long long)a.va, (unsigned long long)a.size);
 	} else if (!strcmp(cmd, "race") && argc == 3) {
 		return race(atoi(argv[1]), atoi(argv[2]));
+	} else if (!strcmp(cmd, "bgfree") && argc == 2) {
+		static uint64_t va;
+
+		va = slot_va[slot(argv[1])];
+		bg_running = 1;
+		pthread_create(&bg_thread, NULL, bg_free, &va);
+	} else if (!strcmp(cmd, "join") && argc == 1) {
+		if (bg_running)
+			pthread_join(bg_thread, NULL);
+		bg_running = 0;
+		return bg_result;
+	} else if (!strcmp(cmd, "forkhold") && argc == 2) {
+		pid_t pid = fork();
+
+		FILE *f;
+
+		if (pid == 0) {
+			usleep(atoi(argv[1]) * 1000);
+			_exit(0);
+		}
+		if (pid < 0)
+			return -errno;
+		f = fopen("/tmp/forkhold.pid", "w");
+		if (!f)
+			return -errno;
+		fprintf(f, "%d\n", pid);
+		fclose(f);
+	} else if (!strcmp(cmd, "mmap") && argc == 4) {
+		int s = slot(argv[1]), prot = 0;
+		void *m;
+
+		prot |= strchr(argv[2], 'r') ? PROT_READ : 0;
+		prot |= strchr(argv[2], 'w') ? PROT_WRITE : 0;
+		prot |= strchr(argv[2], 'x') ? PROT_EXEC : 0;
+		m = mmap(NULL, slot_size[s], prot,
+			 strcmp(argv[3], "private") ? MAP_SHARED : MAP_PRIVATE, fd, slot_va[s]);
+		if (m == MAP_FAILED)
+			return -errno;
+		if (prot & PROT_READ)
+			(void)*(volatile uint32_t *)m;
+		munmap(m, slot_size[s]);
+	} else if (!strcmp(cmd, "rdonly") && argc == 1) {
+		close(fd);
+		fd = open("/dev/nvrs", O_RDONLY | O_CLOEXEC);
+		return fd < 0 ? -errno : 0;
+	} else if (!strcmp(cmd, "mapall") && argc == 2) {
+		return map_all(slot(argv[1]));
+	} else if (!strcmp(cmd, "fill") && argc == 3) {
+		return fill(slot(argv[1]), strtoul(argv[2], NULL, 0));
+	} else if (!strcmp(cmd, "zero") && argc == 2) {
+		return check_zero(slot(argv[1]));
+	} else if (!strcmp(cmd, "valoop") && argc == 4) {
+		return va_loop(atoi(argv[1]), parse_size(argv[2]), atol(argv[3]));
+	} else if (!strcmp(cmd, "mmaprace") && argc == 3) {
+		return mmap_race(atoi(argv[1]), atol(argv[2]));
+	} else if (!strcmp(cmd, "stalerace") && argc == 3) {
+		return stale_race(atoi(argv[1]), atoi(argv[2]));
 	} else if (!strcmp(cmd, "free") && argc == 2) {
 		struct nvrs_free f = { .va = slot_va[slot(argv[1])] };
 

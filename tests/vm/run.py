@@ -102,7 +102,8 @@ def build_initramfs(workdir, modules, scenarios, cmdline_env, bins=()):
         shutil.copy(m, os.path.join(root, "lib/modules", os.path.basename(m)))
     for b in bins:
         shutil.copy(b, os.path.join(root, "bin", os.path.basename(b)))
-    shutil.copy(os.path.join(TESTS, "scenarios", "lib.sh"), os.path.join(root, "scenarios/lib.sh"))
+    for helper in ("lib.sh", "hostsync.sh"):
+        shutil.copy(os.path.join(TESTS, "scenarios", helper), os.path.join(root, "scenarios", helper))
     for s in scenarios:
         shutil.copy(os.path.join(TESTS, "scenarios", s + ".sh"),
                     os.path.join(root, "scenarios", s + ".sh"))
@@ -238,34 +239,68 @@ def parse_console(text):
     return suites, scenarios, problems
 
 
-def check_backing_files(console, gpus):
+class BackingCheck:
     """Checks, in the emulated GPUs' backing files, the patterns the consumer's edu DMA wrote.
 
-    The p2p scenario prints each GPU's aperture address ("nvrs-hostcheck: gpu I PHYS"); the
-    consumer logs every DMA ("wrote pattern P at phys X"). The last write to each location
-    must be in the file: 2 KiB of 32-bit words P, P+1, ...
+    Scenarios print each GPU's aperture address ("nvrs-hostcheck: gpu I PHYS"); the consumer
+    logs every DMA ("wrote pattern P at phys X"). nvrs scrubs memory when it is freed, so the
+    bytes are checked while the memory is still allocated: after its DMA commands a scenario
+    prints "nvrs-hostcheck: sync" and waits for this runner's answer on the serial line. At each
+    sync, the last write to each location since the previous sync must be in the file: 2 KiB of
+    32-bit words P, P+1, ... A write no sync covered is a failure.
+
+    "nvrs-hostcheck: absent P" asks, after the VM, that a secret a scenario wrote and freed be
+    nowhere in GPU memory (it was scrubbed before reuse).
     """
-    apertures = {}
-    for m in re.finditer(r"nvrs-hostcheck: gpu (\d+) (0x[0-9a-f]+)", console):
-        apertures[int(m.group(1))] = int(m.group(2), 16)
-    writes = {}
-    for m in re.finditer(r"wrote pattern (0x[0-9a-f]+) at phys (0x[0-9a-f]+)", console):
-        writes[int(m.group(2), 16)] = int(m.group(1), 16)
-    results = []
-    for phys, pattern in sorted(writes.items()):
-        owner = [(i, base) for i, base in apertures.items()
-                 if i < len(gpus) and base <= phys < base + gpus[i].size]
-        if not owner:
-            results.append((f"backing file: no GPU aperture holds phys {phys:#x}", False))
-            continue
-        i, base = owner[0]
-        with open(gpus[i].path, "rb") as f:
-            f.seek(phys - base)
-            data = f.read(2048)
-        want = struct.pack("<512I", *[(pattern + k) & 0xFFFFFFFF for k in range(512)])
-        results.append((f"GPU{i} backing file holds pattern {pattern:#010x} at offset "
-                        f"{phys - base:#x}", data == want))
-    return results
+
+    def __init__(self, gpus):
+        self.gpus, self.apertures, self.pending, self.absent, self.results = gpus, {}, {}, [], []
+
+    def line(self, ln):
+        """Feeds one console line; returns True if the guest waits for an answer."""
+        m = re.search(r"nvrs-hostcheck: gpu (\d+) (0x[0-9a-f]+)", ln)
+        if m:
+            self.apertures[int(m.group(1))] = int(m.group(2), 16)
+        m = re.search(r"wrote pattern (0x[0-9a-f]+) at phys (0x[0-9a-f]+)", ln)
+        if m:
+            self.pending[int(m.group(2), 16)] = int(m.group(1), 16)
+        m = re.search(r"nvrs-hostcheck: absent (0x[0-9a-f]+)", ln)
+        if m:
+            self.absent.append(int(m.group(1), 16))
+        if "nvrs-hostcheck: sync" in ln:
+            self.sync()
+            return True
+        return False
+
+    def sync(self):
+        for phys, pattern in sorted(self.pending.items()):
+            owner = [(i, base) for i, base in self.apertures.items()
+                     if i < len(self.gpus) and base <= phys < base + self.gpus[i].size]
+            if not owner:
+                self.results.append((f"backing file: no GPU aperture holds phys {phys:#x}", False))
+                continue
+            i, base = owner[0]
+            with open(self.gpus[i].path, "rb") as f:
+                f.seek(phys - base)
+                data = f.read(2048)
+            want = struct.pack("<512I", *[(pattern + k) & 0xFFFFFFFF for k in range(512)])
+            self.results.append((f"GPU{i} backing file holds pattern {pattern:#010x} at offset "
+                                 f"{phys - base:#x}", data == want))
+        self.pending = {}
+
+    def finish(self):
+        for phys, pattern in sorted(self.pending.items()):
+            self.results.append((f"DMA of pattern {pattern:#010x} at phys {phys:#x} checked "
+                                 "in the backing file (no sync followed it)", False))
+        for pattern in self.absent:
+            needle = struct.pack("<I", pattern) * 4
+            for i, g in enumerate(self.gpus):
+                with open(g.path, "rb") as f:
+                    data = f.read()
+                at = data.find(needle)
+                self.results.append((f"GPU{i} backing file holds no {pattern:#010x} (scrubbed)"
+                                     + ("" if at < 0 else f": found at offset {at:#x}"), at < 0))
+        return self.results
 
 
 def main():
@@ -323,7 +358,8 @@ def main():
         cmd = qemu_command(args, args.kernel, initrd, gpus)
         start = time.time()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdin=subprocess.PIPE, start_new_session=True)
+        backing = BackingCheck(gpus)
         chunks, hung, pending = [], False, ""
         deadline = start + args.timeout
         os.set_blocking(proc.stdout.fileno(), False)
@@ -338,11 +374,15 @@ def main():
                 if args.show == "all":
                     sys.stdout.write(text)
                     sys.stdout.flush()
-                elif args.show == "tap":
-                    *complete, pending = (pending + text).split("\n")
-                    for ln in complete:
-                        if "nvrs-tap:" in ln or "nvrs-demo:" in ln or ln.startswith("bench:"):
-                            print(TS.sub("", ln.strip("\r")).replace("nvrs-demo: ", ""), flush=True)
+                *complete, pending = (pending + text).split("\n")
+                for ln in complete:
+                    if backing.line(ln):
+                        # The guest waits on its serial line for the check to be done.
+                        proc.stdin.write(b"ok\n")
+                        proc.stdin.flush()
+                    if args.show == "tap" and ("nvrs-tap:" in ln or "nvrs-demo:" in ln
+                                               or ln.startswith("bench:")):
+                        print(TS.sub("", ln.strip("\r")).replace("nvrs-demo: ", ""), flush=True)
             elif proc.poll() is not None:
                 break
             else:
@@ -358,7 +398,7 @@ def main():
             with open(args.log, "w") as f:
                 f.write(console)
         suites, scenarios, problems = parse_console(console)
-        host_results = check_backing_files(console, gpus)
+        host_results = backing.finish()
         if args.host_check:
             ns = {}
             exec(compile(open(args.host_check).read(), args.host_check, "exec"), ns)

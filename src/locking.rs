@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The lock order of nvrs, in one place.
+//!
+//! Every lock is named (`new_mutex!(.., "Owner::field")`, or `global_lock!` statics, which
+//! lockdep names after the static), so a lockdep report names it. A lock may be taken while
+//! holding only locks *above* it in this list:
+//!
+//! 1. `mmap_lock` of a process (the kernel's: held around `mmap` and page faults).
+//! 2. [`VASPACES`](crate::vaspace::VASPACES): the registry of VA spaces.
+//! 3. `VaSpace::inner`: one process's allocations, its open count and its address-space watch.
+//! 4. `Allocation::state`: released flag, pins, mapped inodes. Held while the fault handler
+//!    inserts pages and while release removes user mappings (which takes the kernel's
+//!    `i_mmap_rwsem` and page-table locks below it).
+//! 5. [`PINS`](crate::p2p::pin::PINS): the registry of live pins.
+//! 6. `P2pPin::dma`: a pin's DMA mappings (`dma_map_resource` / `dma_unmap_resource` run
+//!    under it).
+//! 7. `P2pPin::state` (a spinlock): a pin's life-cycle state; nothing is taken under it.
+//! 8. `FbMemory::pmm`: a GPU's memory manager; nothing is taken under it.
+//!
+//! Leaf locks, taken with nothing of the above held or only briefly under one of them, and
+//! taking nothing themselves: [`VA`](crate::vaspace::VA) (the GPU VA allocator; taken alone, or
+//! from a VMA's `close` under `mmap_lock`), [`GPUS`](crate::gpu::GPUS) (the GPU registry),
+//! [`RETIRED`](crate::fb::RETIRED) (retired memory managers) and the quarantine ring
+//! ([`RING`](crate::p2p::quarantine::RING)).
+//!
+//! Rules that keep the order honest:
+//!
+//! * Free callbacks of consumers run with **no** nvrs lock held: they may sleep and take their
+//!   own locks, and those locks may be held around calls into nvrs.
+//! * Memory is allocated before a lock is taken where the lock is on a pinning path; zeroing
+//!   (which may cover GiBs) runs with no lock held at all.
+//! * Teardown walks (GPU removal, VA-space teardown, pin draining) take one object out under the
+//!   locks, drop them, act on it, and start over: they never allocate and never call out while
+//!   holding a lock.
+//! * `FbMemory::gone` is set before the removal walks, and every path that adds an allocation,
+//!   a pin or a DMA mapping checks it under the lock the walk takes for that collection
+//!   (`VaSpace::inner`, `Allocation::state`, `P2pPin::dma`), so nothing is added behind the
+//!   walk.

@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! CPU mappings of allocations: `mmap` of `/dev/nvrs`, filled on demand.
+//!
+//! `mmap` does not map anything. It checks the request, records that the allocation is mapped
+//! through this device inode (so release can remove the mappings), and hands the VMA a reference
+//! on the [`Allocation`] ([`crate::helpers::vma_setup`]). Pages are inserted by the fault
+//! handler, a 64 KiB piece at a time, under the allocation's lock and only while it is live.
+//!
+//! That ordering is what makes a mapping unable to outlive its allocation: release marks the
+//! allocation released under the same lock, then removes every user mapping of its range. A
+//! fault either ran before (its pages are removed) or runs after and finds it released
+//! (`SIGBUS`). A VMA whose `mmap` is still running when release happens is not yet in the
+//! inode's mapping tree, but it has no pages either: its first fault sees the release. The VMA
+//! names its allocation, not a VA, so a VA reused for another allocation is never reached through
+//! an old mapping.
+//!
+//! The VMA callbacks below are the C side's entry points (`rust/helpers.c`).
+
+use core::ffi::c_void;
+
+use kernel::{
+    bindings,
+    sync::{
+        Arc,
+        ArcBorrow, //
+    },
+};
+
+use crate::{
+    helpers::Fault,
+    hwref::P2P_PAGE_SIZE,
+    vaspace::Allocation, //
+};
+
+/// `VM_FAULT_SIGBUS`.
+const SIGBUS: u32 = bindings::vm_fault_reason_VM_FAULT_SIGBUS;
+
+impl Allocation {
+    /// Maps the 64 KiB piece holding file offset (GPU VA) `file_off` into the faulting VMA, if
+    /// the allocation is live.
+    fn fault(&self, fault: &Fault, file_off: u64) -> u32 {
+        let st = self.state.lock();
+        if st.released {
+            return SIGBUS;
+        }
+        let Some(off) = file_off.checked_sub(self.span.start()) else {
+            return SIGBUS;
+        };
+        let piece = off - off % P2P_PAGE_SIZE;
+        let Some(fb) = self.fb_offset_at(piece) else {
+            return SIGBUS;
+        };
+        // SAFETY: `[phys, phys + 64 KiB)` is this allocation's memory, live while `st` is held;
+        // release removes the mapping after taking the lock.
+        unsafe {
+            fault.insert(
+                self.span.start() + piece,
+                self.gpu.aperture.phys + fb,
+                P2P_PAGE_SIZE,
+            )
+        }
+    }
+}
+
+/// `vm_ops->fault` of an allocation's VMA.
+///
+/// # Safety
+///
+/// `alloc` must be the VMA's private data set by [`crate::helpers::vma_setup`] (a counted
+/// reference on an [`Allocation`]), and `vmf` the fault being handled on that VMA.
+#[no_mangle]
+unsafe extern "C" fn nvrs_alloc_fault(
+    alloc: *const c_void,
+    vmf: *mut c_void,
+    file_off: u64,
+) -> u32 {
+    // SAFETY: The VMA holds a reference on the allocation for as long as it exists, and it
+    // exists during its fault (function safety requirement).
+    let a = unsafe { ArcBorrow::<Allocation>::from_raw(alloc.cast()) };
+    // SAFETY: `vmf` is the fault being handled on a VMA set up by `vma_setup`.
+    let fault = unsafe { Fault::from_raw(vmf) };
+    a.fault(&fault, file_off)
+}
+
+/// `vm_ops->open`: a VMA was copied (split or moved); it takes a reference of its own.
+///
+/// # Safety
+///
+/// `alloc` must be the private data of a live VMA set up by [`crate::helpers::vma_setup`].
+#[no_mangle]
+unsafe extern "C" fn nvrs_alloc_vma_open(alloc: *const c_void) {
+    // SAFETY: The VMA being copied holds a reference, so the allocation is alive.
+    let a: Arc<Allocation> = unsafe { ArcBorrow::<Allocation>::from_raw(alloc.cast()) }.into();
+    // The new VMA owns this reference until its `close`.
+    let _ = Arc::into_raw(a);
+}
+
+/// `vm_ops->close`: a VMA goes away and drops its reference.
+///
+/// # Safety
+///
+/// `alloc` must be the private data of the VMA being closed, set up by
+/// [`crate::helpers::vma_setup`] or copied by [`nvrs_alloc_vma_open`]; it is not used again.
+#[no_mangle]
+unsafe extern "C" fn nvrs_alloc_vma_close(alloc: *const c_void) {
+    // SAFETY: The VMA owned one reference, obtained from `Arc::into_raw`, which it gives up now.
+    drop(unsafe { Arc::<Allocation>::from_raw(alloc.cast()) });
+}
