@@ -46,6 +46,7 @@ use crate::{
     hwref::P2P_PAGE_SIZE,
     vaspace::{
         range::Span,
+        Allocation,
         VaSpace, //
     },
 };
@@ -184,6 +185,23 @@ impl NvrsFile {
     }
 }
 
+/// Records that `a` is mapped through `inode` (so its release removes those mappings) and that
+/// the CPU may write it. A release that ran before refuses the mapping (`-ENOENT`); one that
+/// runs after finds the inode recorded, and the VMA's faults find the allocation released.
+fn record_mapping(a: &Allocation, inode: helpers::MappedInode) -> Result {
+    // The allocation's lock is on the `nvidia_p2p_get_pages` path: no allocation under it.
+    let mut st = crate::room::lock_with_room(|| a.state.lock(), |st| &mut st.mapped)?;
+    if st.released || a.backing.mem.is_gone() {
+        return Err(ENOENT);
+    }
+    st.touched = true;
+    if !st.mapped.iter().any(|m| m.same(&inode)) {
+        // `lock_with_room` made room.
+        let _ = st.mapped.push_within_capacity(inode);
+    }
+    Ok(())
+}
+
 #[vtable]
 impl MiscDevice for NvrsFile {
     type Ptr = KBox<Self>;
@@ -233,19 +251,7 @@ impl MiscDevice for NvrsFile {
         }
         let want = Span::new(va, len).ok_or(EINVAL)?;
         let a = me.vs.find(&want).ok_or(ENOENT)?;
-        let inode = helpers::MappedInode::of(vma);
-        {
-            let mut st = a.state.lock();
-            // A release that ran before this refuses the mapping; one that runs after finds the
-            // inode recorded, and the VMA's faults find the allocation released.
-            if st.released || a.backing.mem.is_gone() {
-                return Err(ENOENT);
-            }
-            if !st.mapped.iter().any(|m| m.same(&inode)) {
-                st.mapped.push(inode, GFP_KERNEL)?;
-            }
-            st.touched = true;
-        }
+        record_mapping(&a, helpers::MappedInode::of(vma))?;
         vma.try_clear_mayexec()?;
         // SAFETY: `vma` is the shared VMA of this `mmap` call; the reference from `into_raw` is
         // handed to it and dropped by its `close`. Nothing can fail after this.

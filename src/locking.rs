@@ -28,8 +28,11 @@
 //!
 //! * Free callbacks of consumers run with **no** nvrs lock held: they may sleep and take their
 //!   own locks, and those locks may be held around calls into nvrs.
-//! * Memory is allocated before a lock is taken where the lock is on a pinning path; zeroing
-//!   (which may cover GiBs) runs with no lock held at all.
+//! * Nothing is allocated under a lock that `nvidia_p2p_get_pages()` takes (`VASPACES`,
+//!   `VaSpace::inner`, `Allocation::state`, `PINS`, `FbMemory::pmm` — the manager's own
+//!   metadata aside): registry nodes are reserved before locking (`RBTreeNodeReservation`), an
+//!   allocation counts its pins instead of listing them, and `mmap` grows its list of mapped
+//!   inodes with the lock dropped. Zeroing (which may cover GiBs) runs with no lock held.
 //! * Teardown walks (GPU removal, VA-space teardown, pin draining) take one object out under the
 //!   locks, drop them, act on it, and start over: they never allocate and never call out while
 //!   holding a lock.

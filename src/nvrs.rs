@@ -49,6 +49,7 @@ mod kunit;
 mod locking;
 mod p2p;
 mod pmm;
+mod room;
 mod topology;
 mod vaspace;
 

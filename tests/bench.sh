@@ -9,7 +9,8 @@
 #   - VM (one boot, TCG, IOMMU on, 2 GiB per emulated GPU): the memory manager
 #     against the kernel's gpu_buddy; get_pages + put_pages against
 #     pin_user_pages + unpin of as much system memory; dma_map_pages of 1 GiB
-#     (coalesced) against one dma_map_resource per 64 KiB page.
+#     (coalesced) against one dma_map_resource per 64 KiB page; scrubbing
+#     1 GiB on free against a memset of as much system memory.
 # Times under QEMU's TCG emulation are emulated times: compare ratios.
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

@@ -25,6 +25,10 @@ use core::ffi::c_void;
 use kernel::{
     new_spinlock,
     prelude::*,
+    rbtree::{
+        RBTree,
+        RBTreeNodeReservation, //
+    },
     sync::{
         atomic::{
             Atomic,
@@ -98,39 +102,50 @@ unsafe impl Send for P2pPin {}
 // SAFETY: See above; shared access never mutates `callback` or `data`.
 unsafe impl Sync for P2pPin {}
 
-/// The registry of live pins, keyed by page-table address.
+/// The registry of live pins, keyed by page-table address. Its nodes are allocated before the
+/// lock is taken ([`RBTreeNodeReservation`]), so pinning never allocates under a lock.
 pub(crate) struct PinRegistry {
-    pins: KVec<(usize, Arc<P2pPin>)>,
+    /// `None` before module init and after module exit.
+    pins: Option<RBTree<usize, Arc<P2pPin>>>,
 }
 
 kernel::sync::global_lock! {
     // SAFETY: `init_registry` calls `init` from the module initialiser, before any pin can exist.
-    pub(crate) unsafe(uninit) static PINS: Mutex<PinRegistry> = PinRegistry { pins: KVec::new() };
+    pub(crate) unsafe(uninit) static PINS: Mutex<PinRegistry> = PinRegistry { pins: None };
 }
 
 /// Initialises the pin registry. Called once, from module init.
 pub(crate) fn init_registry() {
     // SAFETY: Module init runs once, so `init` is called exactly once, before any other use.
     unsafe { PINS.init() };
+    PINS.lock().pins = Some(RBTree::new());
 }
 
 impl PinRegistry {
-    fn position(&self, key: usize) -> Result<usize, usize> {
-        self.pins.binary_search_by_key(&key, |(k, _)| *k)
+    /// Every live pin, in key order.
+    fn all(&self) -> impl Iterator<Item = &Arc<P2pPin>> {
+        self.pins.iter().flat_map(|t| t.values())
     }
 }
 
-/// Frees the pin registry's memory at module exit (no pin can exist then: each persistent pin
-/// holds the module, and unbinding the GPUs revoked the others).
+/// Frees the pin registry at module exit (no pin can exist then: each persistent pin holds the
+/// module, and unbinding the GPUs revoked the others).
 pub(crate) fn fini_registry() {
-    drop(core::mem::take(&mut PINS.lock().pins));
+    let tree = PINS.lock().pins.take();
+    drop(tree);
 }
 
 /// The live pin whose page table is at `key`.
 pub(crate) fn lookup(key: usize) -> Option<Arc<P2pPin>> {
-    let reg = PINS.lock();
-    let i = reg.position(key).ok()?;
-    reg.pins.get(i).map(|(_, p)| p.clone())
+    PINS.lock().pins.as_ref()?.get(&key).cloned()
+}
+
+/// A live non-persistent pin of `alloc`, if one is left (release revokes them one by one).
+pub(crate) fn next_revocable(alloc: &Allocation) -> Option<Arc<P2pPin>> {
+    PINS.lock()
+        .all()
+        .find(|p| core::ptr::eq(&*p.alloc, alloc) && !p.persistent)
+        .cloned()
 }
 
 /// Ends or disarms every pin on the memory of `mem`, whose GPU is going away; returns when no
@@ -144,17 +159,14 @@ pub(crate) fn lookup(key: usize) -> Option<Arc<P2pPin>> {
 /// and keeps its table and memory until it is put.
 pub(crate) fn drain_gpu(mem: &crate::fb::FbMemory) {
     loop {
-        let next = {
-            let reg = PINS.lock();
-            reg.pins
-                .iter()
-                .map(|(_, p)| p)
-                .find(|p| {
-                    core::ptr::eq(&*p.alloc.backing.mem, mem)
-                        && !(p.persistent && p.state() == PinState::Live && p.dma.lock().is_empty())
-                })
-                .cloned()
-        };
+        let next = PINS
+            .lock()
+            .all()
+            .find(|p| {
+                core::ptr::eq(&*p.alloc.backing.mem, mem)
+                    && !(p.persistent && p.state() == PinState::Live && p.dma.lock().is_empty())
+            })
+            .cloned();
         let Some(pin) = next else {
             break;
         };
@@ -169,17 +181,16 @@ pub(crate) fn drain_gpu(mem: &crate::fb::FbMemory) {
 /// Number of pins on the memory of `mem`.
 pub(crate) fn count_on(mem: &crate::fb::FbMemory) -> usize {
     PINS.lock()
-        .pins
-        .iter()
-        .filter(|(_, p)| core::ptr::eq(&*p.alloc.backing.mem, mem))
+        .all()
+        .filter(|p| core::ptr::eq(&*p.alloc.backing.mem, mem))
         .count()
 }
 
 /// Renders `debugfs/nvrs/p2p`: the number of live pins, then one line per pin.
 pub(crate) fn render(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     let reg = PINS.lock();
-    writeln!(f, "pins: {}", reg.pins.len())?;
-    for (_, p) in reg.pins.iter() {
+    writeln!(f, "pins: {}", reg.all().count())?;
+    for p in reg.all() {
         let maps = p.dma.lock();
         let runs: usize = maps.iter().map(|m| m.run_count()).sum();
         writeln!(
@@ -209,7 +220,7 @@ impl P2pPin {
     /// `publish` — all under the allocation's lock, so that no revocation can run, and no free
     /// callback fire, before the consumer holds the table (the race of NVIDIA's PR #557).
     /// Nothing can fail after the pin becomes visible.
-    #[allow(clippy::too_many_arguments)]
+    #[expect(clippy::too_many_arguments)]
     pub(crate) fn create(
         alloc: Arc<Allocation>,
         va: u64,
@@ -245,6 +256,8 @@ impl P2pPin {
             GFP_KERNEL,
         )?;
         let key = pin.table.key();
+        // The registry's node, allocated before any lock is taken.
+        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
         // A concurrent release either finds `released` set first and refuses us, or waits for
         // this lock and then sees (and revokes) a pin its consumer already holds.
         let mut st = alloc.state.lock();
@@ -263,26 +276,19 @@ impl P2pPin {
                 crate::helpers::module_put();
             }
         };
-        if let Err(e) = st.pins.reserve(1, GFP_KERNEL) {
-            undo_module(());
-            return Err(e.into());
-        }
         if let Err(e) = pin.count_chunks(true) {
             undo_module(());
             return Err(e);
         }
         let mut reg = PINS.lock();
-        let res = match reg.position(key) {
-            Ok(_) => Err(EEXIST),
-            Err(at) => reg
-                .pins
-                .reserve(1, GFP_KERNEL)
-                .map_err(Error::from)
-                .and_then(|()| {
-                    reg.pins
-                        .insert_within_capacity(at, (key, pin.clone()))
-                        .map_err(|_| ENOMEM)
-                }),
+        let res = match reg.pins.as_mut() {
+            // A live table's address is unique.
+            Some(tree) if tree.get(&key).is_none() => {
+                tree.insert(node.into_node(key, pin.clone()));
+                Ok(())
+            }
+            Some(_) => Err(EEXIST),
+            None => Err(ENODEV),
         };
         drop(reg);
         if let Err(e) = res {
@@ -290,8 +296,7 @@ impl P2pPin {
             undo_module(());
             return Err(e);
         }
-        // Capacity was reserved above.
-        let _ = st.pins.push_within_capacity(pin.clone());
+        st.pins += 1;
         publish(key as *mut abi::PageTable);
         Ok(())
     }
@@ -344,18 +349,19 @@ impl P2pPin {
     fn finish(&self) {
         let maps = core::mem::take(&mut *self.dma.lock());
         drop(maps);
-        {
-            let mut reg = PINS.lock();
-            if let Ok(i) = reg.position(self.table.key()) {
-                let _ = reg.pins.remove(i);
-            }
-        }
+        let node = PINS
+            .lock()
+            .pins
+            .as_mut()
+            .and_then(|t| t.remove_node(&self.table.key()));
+        // Freed outside the lock.
+        drop(node);
         if let Err(e) = self.count_chunks(false) {
             pr_err!("dropping P2P pins: {e:?}\n");
         }
         // Forget the pin before waking waiters, so a revocation woken here does not find it
         // again; drop the module reference last.
-        self.alloc.pin_gone(self);
+        self.alloc.pin_gone();
         *self.state.lock() = PinState::Dead;
         self.done.complete_all();
         if self.persistent {

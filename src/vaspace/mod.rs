@@ -53,6 +53,10 @@ use core::ffi::c_void;
 use kernel::{
     new_mutex,
     prelude::*,
+    rbtree::{
+        RBTree,
+        RBTreeNodeReservation, //
+    },
     sync::{
         atomic::{
             Atomic,
@@ -79,7 +83,6 @@ use crate::{
         P2P_PAGE_SIZE,
         ROOT_CHUNK_SIZE, //
     },
-    p2p::pin::P2pPin,
     pmm::{
         AllocFlags,
         ChunkId,
@@ -203,9 +206,9 @@ impl Backing {
 pub(crate) struct AllocState {
     /// Released: unreachable, no new pins or mappings.
     pub(crate) released: bool,
-    /// Live pins (persistent and not). Each pin holds the allocation; the pin removes itself
-    /// from here when it ends, which breaks the cycle.
-    pub(crate) pins: KVec<Arc<P2pPin>>,
+    /// Live pins (persistent and not), counted; the pins themselves are in the pin registry
+    /// ([`crate::p2p::pin::PINS`]). Each holds the allocation.
+    pub(crate) pins: usize,
     /// The device inodes the allocation is mapped through for the CPU (usually one; a second
     /// device node is another inode), to remove the user mappings when it is released.
     pub(crate) mapped: KVec<MappedInode>,
@@ -262,17 +265,10 @@ impl Allocation {
                 inode.zap(self.span.start(), self.span.len());
             }
         }
-        // One pin at a time: a revoked pin leaves `pins` when it ends, and one being put
-        // concurrently is waited for by `revoke`.
-        loop {
-            let next = self
-                .state
-                .lock()
-                .pins
-                .iter()
-                .find(|p| !p.persistent)
-                .cloned();
-            match next {
+        // One pin at a time, without allocating: a revoked pin leaves the registry when it
+        // ends, and one being put concurrently is waited for by `revoke`.
+        while self.state.lock().pins != 0 {
+            match crate::p2p::pin::next_revocable(self) {
                 Some(pin) => pin.revoke(),
                 None => break,
             }
@@ -282,8 +278,11 @@ impl Allocation {
 
     /// Called by a pin when it ends: forgets it, and returns the memory if the allocation was
     /// released and this was its last pin.
-    pub(crate) fn pin_gone(&self, pin: &P2pPin) {
-        self.state.lock().pins.retain(|p| !core::ptr::eq(&**p, pin));
+    pub(crate) fn pin_gone(&self) {
+        {
+            let mut st = self.state.lock();
+            st.pins = st.pins.saturating_sub(1);
+        }
         self.give_back_if_unused();
     }
 
@@ -291,7 +290,7 @@ impl Allocation {
     fn give_back_if_unused(&self) {
         let touched = {
             let st = self.state.lock();
-            if !st.released || !st.pins.is_empty() {
+            if !st.released || st.pins != 0 {
                 return;
             }
             st.touched
@@ -390,8 +389,9 @@ fn alloc_backing(mem: &Arc<FbMemory>, size: u64, contiguous: bool) -> Result<Bac
 
 /// Mutable state of a VA space.
 pub(crate) struct VaInner {
-    /// Live allocations, sorted by VA.
-    allocs: KVVec<Arc<Allocation>>,
+    /// Live allocations by first VA. Nodes are allocated before the lock is taken (it is on
+    /// the `nvidia_p2p_get_pages` path).
+    allocs: RBTree<u64, Arc<Allocation>>,
     /// Open files of the process.
     opens: usize,
     /// The watch on the owner's address space (taken out and stopped at the last close).
@@ -496,7 +496,7 @@ impl VaSpace {
             try_pin_init!(Self {
                 tgid: helpers::current_tgid(),
                 inner <- new_mutex!(VaInner {
-                    allocs: KVVec::new(),
+                    allocs: RBTree::new(),
                     opens: 1,
                     watch: None,
                     dead: false,
@@ -507,7 +507,14 @@ impl VaSpace {
         // SAFETY: `vs` outlives the watch: `close` stops it before the last reference can go.
         let watch = unsafe { MmWatch::current(Arc::as_ptr(&vs).cast()) }?;
         vs.inner.lock().watch = Some(watch);
-        let mut all = VASPACES.lock();
+        // `VASPACES` is taken by `nvidia_p2p_get_pages`: no allocation under it.
+        let mut all = match crate::room::lock_with_room(|| VASPACES.lock(), |all| &mut **all) {
+            Ok(all) => all,
+            Err(e) => {
+                vs.close();
+                return Err(e);
+            }
+        };
         // Another thread of the process may have raced us: use its VA space instead.
         if let Some(other) = all.iter().find(|v| v.is_current()).cloned() {
             let mut inner = other.inner.lock();
@@ -519,11 +526,8 @@ impl VaSpace {
                 return Ok(other);
             }
         }
-        if let Err(e) = all.push(vs.clone(), GFP_KERNEL) {
-            drop(all);
-            vs.close();
-            return Err(e.into());
-        }
+        // Room was made above.
+        let _ = all.push_within_capacity(vs.clone());
         Ok(vs)
     }
 
@@ -546,7 +550,7 @@ impl VaSpace {
             inner.dead = true;
             core::mem::take(&mut inner.allocs)
         };
-        for a in doomed.iter() {
+        for a in doomed.values() {
             a.release();
         }
     }
@@ -566,7 +570,7 @@ impl VaSpace {
         };
         // Stopping the watch waits for a running `owner_gone`; none can start afterwards.
         drop(watch);
-        for a in doomed.iter() {
+        for a in doomed.values() {
             a.release();
         }
     }
@@ -596,6 +600,13 @@ impl VaSpace {
                 });
             }
         };
+        let node = match RBTreeNodeReservation::new(GFP_KERNEL) {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = VA.lock().free(span.start());
+                return Err(e);
+            }
+        };
         // On failure the initialised fields are dropped: `backing` returns the chunks; the VAs
         // are freed below.
         let a = Arc::pin_init(
@@ -606,7 +617,7 @@ impl VaSpace {
                 backing,
                 state <- new_mutex!(AllocState {
                     released: false,
-                    pins: KVec::new(),
+                    pins: 0,
                     mapped: KVec::new(),
                     touched: false,
                 }, "Allocation::state"),
@@ -632,39 +643,16 @@ impl VaSpace {
             a.release();
             return Err(e);
         }
-        let at = inner
-            .allocs
-            .binary_search_by_key(&span.start(), |a| a.span.start())
-            .unwrap_or_else(|i| i);
-        if let Err(e) = inner
-            .allocs
-            .insert_within_capacity(at, a.clone())
-            .or_else(|_| {
-                inner.allocs.reserve(1, GFP_KERNEL)?;
-                inner
-                    .allocs
-                    .insert_within_capacity(at, a.clone())
-                    .map_err(|_| ENOMEM)
-            })
-        {
-            drop(inner);
-            a.release();
-            return Err(e);
-        }
+        // VAs are unique among live allocations, so nothing is replaced.
+        inner.allocs.insert(node.into_node(span.start(), a));
         Ok(span)
     }
 
     /// Frees the allocation starting at `va`: revokes its pins and removes its CPU mappings; its
     /// memory goes back unless a persistent pin holds it.
     pub(crate) fn free(&self, va: u64) -> Result {
-        let a = {
-            let mut inner = self.inner.lock();
-            let i = inner
-                .allocs
-                .binary_search_by_key(&va, |a| a.span.start())
-                .map_err(|_| ENOENT)?;
-            inner.allocs.remove(i).map_err(|_| ENOENT)?
-        };
+        let node = self.inner.lock().allocs.remove_node(&va).ok_or(ENOENT)?;
+        let (_, a) = node.to_key_value();
         a.release();
         Ok(())
     }
@@ -672,19 +660,14 @@ impl VaSpace {
     /// The allocation holding `[va, va + len)`, if one does.
     pub(crate) fn find(&self, want: &Span) -> Option<Arc<Allocation>> {
         let inner = self.inner.lock();
-        let i = match inner
-            .allocs
-            .binary_search_by_key(&want.start(), |a| a.span.start())
-        {
-            Ok(i) => i,
-            Err(0) => return None,
-            Err(i) => i - 1,
+        // The allocation starting at or below `want`: the first at or above it, or the one
+        // before.
+        let below = match inner.allocs.cursor_lower_bound(&want.start()) {
+            Some(c) if *c.current().0 == want.start() => Some(c.current().1.clone()),
+            Some(c) => c.peek_prev().map(|(_, a)| a.clone()),
+            None => inner.allocs.cursor_back().map(|c| c.current().1.clone()),
         };
-        inner
-            .allocs
-            .get(i)
-            .filter(|a| a.span.contains(want))
-            .cloned()
+        below.filter(|a| a.span.contains(want))
     }
 }
 
@@ -702,14 +685,16 @@ pub(crate) fn release_gpu(gpu: &GpuInfo) {
             let all = VASPACES.lock();
             all.iter().find_map(|vs| {
                 let mut inner = vs.inner.lock();
-                let i = inner
+                let va = inner
                     .allocs
                     .iter()
-                    .position(|a| core::ptr::eq(&*a.gpu, gpu))?;
-                inner.allocs.remove(i).ok()
+                    .find(|(_, a)| core::ptr::eq(&*a.gpu, gpu))
+                    .map(|(va, _)| *va)?;
+                inner.allocs.remove_node(&va)
             })
         };
-        match victim {
+        // The node is freed here, outside the locks.
+        match victim.map(|n| n.to_key_value().1) {
             Some(a) => a.release(),
             None => break,
         }

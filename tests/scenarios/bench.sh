@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Scenario "bench" (make bench, not make check): in one VM boot, the memory
-# manager against the kernel's gpu_buddy, and the nvidia_p2p paths against
-# their anchors. Prints "bench:" lines; asserts nothing about time.
+# manager against the kernel's gpu_buddy, the nvidia_p2p paths and scrubbing
+# against their anchors. Prints "bench:" lines; asserts nothing about time.
 
 . /scenarios/lib.sh
 M=/lib/modules
@@ -37,6 +37,15 @@ n=$(sed -n 's/^benchmap len [0-9]* nvrs_ns \([0-9]*\) .*/\1/p' /tmp/b.txt)
 a=$(sed -n 's/^benchmap len [0-9]* nvrs_ns [0-9]* anchor_ns \([0-9]*\)/\1/p' /tmp/b.txt)
 check "dma map 1G measured" test -n "$n" -a -n "$a"
 line "p2p_dma_map_1G_iommu" "$n" "$a"
+# Scrubbing: freeing 1 GiB that a mapping touched zeroes it through the
+# aperture; the anchor is a memset of as much system memory, same process.
+nvrs-tool benchscrub 0 1G 3 >/tmp/b.txt 2>&1
+n=$(sed -n 's/^benchscrub size [0-9]* free_ns \([0-9]*\) .*/\1/p' /tmp/b.txt)
+a=$(sed -n 's/^benchscrub size [0-9]* free_ns [0-9]* memset_ns \([0-9]*\)/\1/p' /tmp/b.txt)
+check "scrub 1G measured" test -n "$n" -a -n "$a"
+awk -v n="$n" -v a="$a" 'BEGIN {
+	printf "bench: scrub_on_free_1G nvrs=%.1fns anchor=%.1fns ratio=%.2f gib_per_s_nvrs=%.2f gib_per_s_anchor=%.2f\n",
+	       n, a, (n > 0 ? a / n : 0), (n > 0 ? 1e9 / n : 0), (a > 0 ? 1e9 / a : 0) }'
 check "rmmod consumer" rmmod nvrs_consumer
 check "rmmod nvrs" rmmod nvrs
 done_testing

@@ -39,6 +39,9 @@
  *                              another process took and wrote all the memory
  *   stalerace GPU SECONDS      8 threads replay stale table and mapping
  *                              pointers while pinning (consumer stalereplay)
+ *   benchscrub GPU SIZE N      N x: allocate SIZE, map and touch it, time the
+ *                              FREE (which scrubs it) against a memset of as
+ *                              much pre-faulted system memory; best of N
  *   mmap SLOT PROT SHARE       mmap all of SLOT with PROT (letters r, w, x)
  *                              and SHARE (shared or private), then unmap
  *   rdonly                     reopen /dev/nvrs read-only
@@ -572,6 +575,56 @@ static int mmap_race(int gpu, long n)
 	return data ? -EIO : 0;
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static int bench_scrub(int gpu, uint64_t size, int n)
+{
+	uint64_t best_free = ~0ULL, best_memset = ~0ULL;
+	char *anon;
+	int i;
+
+	anon = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (anon == MAP_FAILED)
+		return -errno;
+	for (i = 0; i < n; i++) {
+		struct nvrs_alloc a = { .gpu = gpu, .size = size };
+		struct nvrs_free f;
+		volatile uint8_t *m;
+		uint64_t off, t;
+
+		if (ioctl(fd, NVRS_IOCTL_ALLOC, &a))
+			return -errno;
+		m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, a.va);
+		if (m == MAP_FAILED)
+			return -errno;
+		for (off = 0; off < size; off += 1 << 16)
+			m[off] = 1;
+		munmap((void *)m, size);
+		f.va = a.va;
+		t = now_ns();
+		if (ioctl(fd, NVRS_IOCTL_FREE, &f))
+			return -errno;
+		t = now_ns() - t;
+		best_free = t < best_free ? t : best_free;
+		t = now_ns();
+		memset(anon, 0, size);
+		__asm__ volatile("" : : "r"(anon) : "memory");
+		t = now_ns() - t;
+		best_memset = t < best_memset ? t : best_memset;
+	}
+	munmap(anon, size);
+	printf("benchscrub size %llu free_ns %llu memset_ns %llu\n", (unsigned long long)size,
+	       (unsigned long long)best_free, (unsigned long long)best_memset);
+	return 0;
+}
+
 /* stalerace: 8 threads, each with its own allocation, replaying stale pointers. */
 struct stale_arg {
 	uint64_t va;
@@ -733,6 +786,8 @@ static int run(int argc, char **argv)
 			return -errno;
 		fprintf(f, "%d\n", pid);
 		fclose(f);
+	} else if (!strcmp(cmd, "benchscrub") && argc == 4) {
+		return bench_scrub(atoi(argv[1]), parse_size(argv[2]), atoi(argv[3]));
 	} else if (!strcmp(cmd, "mmap") && argc == 4) {
 		int s = slot(argv[1]), prot = 0;
 		void *m;
