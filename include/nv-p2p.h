@@ -329,7 +329,10 @@ int nvidia_p2p_destroy_mapping(uint64_t p2p_token);
  * so a stale pointer does not name a newer pin or mapping either.
  *
  * Removal of the GPU revokes the pin the same way, and waits for a callback
- * already running for it before tearing its mappings down.
+ * already running for it before tearing its mappings down. When the owning
+ * process exits or execs, the callback runs from its address space's
+ * teardown (an MMU notifier's release): it must not register, unregister or
+ * synchronize MMU notifiers itself.
  *
  * The callback is registered last, once the table is complete; if this call
  * fails the callback is never called.
@@ -365,8 +368,8 @@ int nvidia_p2p_get_pages(uint64_t p2p_token, uint32_t va_space,
  * Context: process context; may sleep.
  * Return: 0 on success, with *@page_table set; on failure nothing remains
  * pinned and the errors are those of nvidia_p2p_get_pages(), with -EINVAL
- * also for unknown @flags bits and -ENOTSUPP if FORCE_BAR1_MAPPING cannot be
- * honoured.
+ * also for unknown @flags bits, -ENOTSUPP if FORCE_BAR1_MAPPING cannot be
+ * honoured and -ENODEV while nvrs is being unloaded.
  */
 int nvidia_p2p_get_pages_persistent(uint64_t virtual_address, uint64_t length,
 				    struct nvidia_p2p_page_table **page_table,
@@ -432,7 +435,8 @@ int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer,
  * Context: process context; may sleep. Not from a free callback.
  * Return: 0 on success, and also if @page_table is NULL or stale (already
  * revoked through the free callback, or already put): the pointer is only a
- * lookup key.
+ * lookup key; -EINVAL if @page_table is a persistent pin's; -EIO if called
+ * from the table's own free callback.
  */
 int nvidia_p2p_put_pages(uint64_t p2p_token, uint32_t va_space,
 			 uint64_t virtual_address,

@@ -208,7 +208,10 @@ impl MiscDevice for NvrsFile {
 
     fn open(_file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<KBox<Self>> {
         let vs = VaSpace::open()?;
-        KBox::new(Self { vs }, GFP_KERNEL).map_err(Into::into)
+        KBox::new(Self { vs: vs.clone() }, GFP_KERNEL).map_err(|e| {
+            vs.close();
+            e.into()
+        })
     }
 
     fn release(device: KBox<Self>, _file: &File) {

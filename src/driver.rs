@@ -201,9 +201,8 @@ impl pci::Driver for NvrsDriver {
                 GFP_KERNEL,
             )?;
             let dir = gpu::debugfs_dir(pdev.as_ref().name())?;
-            let registered = Registered::new(info.clone())?;
             // Removal must be able to retire this GPU's memory without allocating.
-            crate::fb::reserve_retired(gpu::count())?;
+            crate::fb::reserve_retired(gpu::count() + 1)?;
             let (chip, chipset) = (info.ident.chipset.name, info.ident.chipset.id);
             let file_data = info.clone();
             let pmm_files = match &mem {
@@ -214,7 +213,9 @@ impl pci::Driver for NvrsDriver {
                 _info_file <- dir.read_callback_file(c"info", file_data, &render_info),
                 _pmm_files: pmm_files,
                 _dir: dir,
-                _registered: registered,
+                // Registered last of what can fail: once allocations can reach the GPU, probe
+                // succeeds, and `unbind` tears it down.
+                _registered: Registered::new(info.clone())?,
                 info,
                 _regs: regs,
                 // Only once everything is in place: a failed probe prints no success line.
@@ -242,7 +243,8 @@ impl NvrsDriver {
         let Some(mem) = &gpu.mem else {
             return;
         };
-        mem.set_gone();
+        // Waits for allocations, releases and scrubbing in flight; none start afterwards.
+        mem.set_gone_and_wait();
         crate::vaspace::release_gpu(gpu);
         crate::p2p::pin::drain_gpu(mem);
         let pins = crate::p2p::pin::count_on(mem);

@@ -23,7 +23,7 @@
 use core::fmt;
 
 use kernel::{
-    debugfs, new_mutex,
+    debugfs, new_condvar, new_mutex,
     prelude::*,
     sync::{
         atomic::{
@@ -32,6 +32,7 @@ use kernel::{
             Release, //
         },
         Arc,
+        CondVar,
         Mutex, //
     },
 };
@@ -54,10 +55,17 @@ pub(crate) struct FbMemory {
     pub(crate) pmm: Mutex<Pmm<KernelStorage>>,
     /// CPU physical address of the aperture (offset 0 of the manager's address space).
     pub(crate) aperture_phys: u64,
-    /// The GPU is going away: no new allocations, pins or DMA mappings. Set before the
-    /// teardown walks the VA spaces, pins and mappings; every path that adds to those checks it
-    /// under the lock the walk takes (see [`crate::locking`]).
+    /// The GPU is going away: no new allocations, pins or DMA mappings. Set under `busy`, before
+    /// the teardown walks the VA spaces, pins and mappings; every path that adds to those checks
+    /// it under the lock the walk takes (see [`crate::locking`]). Read lock-free.
     gone: Atomic<bool>,
+    /// Operations in flight that write the memory or hand it out (allocation, release,
+    /// scrubbing): GPU removal waits until there are none before it tears anything down.
+    #[pin]
+    busy: Mutex<u32>,
+    /// Signalled when `busy` drops to zero.
+    #[pin]
+    idle: CondVar,
     /// Bytes handed out and not yet returned.
     held: Atomic<u64>,
     /// A retired manager whose memory overlaps this one's, while pins made before its GPU's
@@ -66,6 +74,19 @@ pub(crate) struct FbMemory {
     /// The GPU's UUID (all zero if unknown): a GPU coming back after a rescan is the same GPU
     /// even if its aperture moved.
     uuid: [u8; 16],
+}
+
+/// An operation in flight on a GPU's memory ([`FbMemory::enter`]).
+pub(crate) struct InFlight<'a>(&'a FbMemory);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut busy = self.0.busy.lock();
+        *busy -= 1;
+        if *busy == 0 {
+            self.0.idle.notify_all();
+        }
+    }
 }
 
 /// Maps a memory-manager error to an errno.
@@ -156,6 +177,8 @@ impl FbMemory {
                 pmm <- new_mutex!(pmm, "FbMemory::pmm"),
                 aperture_phys,
                 gone: Atomic::new(false),
+                busy <- new_mutex!(0, "FbMemory::busy"),
+                idle <- new_condvar!("FbMemory::idle"),
                 held: Atomic::new(0),
                 blocked_by,
                 uuid,
@@ -164,17 +187,30 @@ impl FbMemory {
         )
     }
 
-    /// Marks the GPU as going away.
-    pub(crate) fn set_gone(&self) {
+    /// Marks the GPU as going away and waits until no operation is in flight ([`Self::enter`]):
+    /// from then on none can start, so the teardown's walks see everything there is.
+    pub(crate) fn set_gone_and_wait(&self) {
+        let mut busy = self.busy.lock();
         self.gone.store(true, Release);
+        while *busy != 0 {
+            self.idle.wait(&mut busy);
+        }
     }
 
-    /// Whether memory may be handed out: `-ENODEV` once the GPU is going away, `-EBUSY` while
-    /// pins made before an earlier removal still hold memory that overlaps this GPU's.
-    pub(crate) fn usable(&self) -> Result {
+    /// Starts an operation that writes the memory or hands it out; `-ENODEV` once the GPU is
+    /// going away. GPU removal waits for the returned guard to be dropped.
+    pub(crate) fn enter(&self) -> Result<InFlight<'_>> {
+        let mut busy = self.busy.lock();
         if self.is_gone() {
             return Err(ENODEV);
         }
+        *busy += 1;
+        Ok(InFlight(self))
+    }
+
+    /// Whether new allocations are refused because pins made before an earlier removal still
+    /// hold memory that overlaps this GPU's (`-EBUSY`).
+    pub(crate) fn blocked(&self) -> Result {
         match &self.blocked_by {
             Some(old) if old.held_bytes() != 0 => Err(EBUSY),
             _ => Ok(()),

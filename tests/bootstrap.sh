@@ -5,12 +5,15 @@
 # built and tested: Debian packages, the Linux 7.3 source, a rust-src that
 # matches `rustc --version`, bindgen, and our own Rust-enabled test kernel.
 #
-# Usage: tests/bootstrap.sh [check|bench]
+# Usage: tests/bootstrap.sh [check|bench|sanitize]
 #
-# Two kernels can be built: "check" (the default: tests/kernel.config plus the
+# Three kernels can be built: "check" (the default: tests/kernel.config plus the
 # debugging options of tests/kernel-debug.config, lockdep and kmemleak) for
-# tests and the demo, and "bench" (tests/kernel.config plus
-# tests/kernel-bench.config, optimised for speed) for benchmarks.
+# tests and the demo, "bench" (tests/kernel.config plus
+# tests/kernel-bench.config, optimised for speed) for benchmarks, and
+# "sanitize" (the check kernel plus tests/kernel-sanitize.config: KASAN,
+# UBSAN, SLUB debugging, debug objects, fault injection; built with clang,
+# which KASAN with Rust requires) for the sanitizer VM of `make check`.
 #
 # Idempotent: every step checks whether its result already exists. The result
 # is cached outside the repository, in $NVRS_CACHE (default
@@ -38,10 +41,16 @@ SUITE=trixie-backports
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PROFILE=${1:-check}
+# KLLVM: the kernel's LLVM= setting; empty for a GCC-built kernel.
+KLLVM=
 case "$PROFILE" in
 check) FRAGMENTS=("$HERE/kernel.config" "$HERE/kernel-debug.config") ;;
 bench) FRAGMENTS=("$HERE/kernel.config" "$HERE/kernel-bench.config") ;;
-*) echo "bootstrap: error: unknown kernel '$PROFILE' (check or bench)" >&2; exit 1 ;;
+sanitize)
+	FRAGMENTS=("$HERE/kernel.config" "$HERE/kernel-debug.config" "$HERE/kernel-sanitize.config")
+	KLLVM=-$LLVM_VERSION
+	;;
+*) echo "bootstrap: error: unknown kernel '$PROFILE' (check, bench or sanitize)" >&2; exit 1 ;;
 esac
 CACHE=${NVRS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nvrs}
 JOBS=${NVRS_JOBS:-$(nproc)}
@@ -59,6 +68,10 @@ mkdir -p "$CACHE"
 APT_PKGS="build-essential flex bison bc libelf-dev libssl-dev cpio kmod
 	busybox-static qemu-system-x86 libclang-$LLVM_VERSION-dev python3 libc6-dev
 	dpkg-dev xz-utils ca-certificates"
+# The sanitizer kernel is built with clang (KASAN with Rust needs it).
+if [ -n "$KLLVM" ]; then
+	APT_PKGS="$APT_PKGS clang-$LLVM_VERSION lld-$LLVM_VERSION llvm-$LLVM_VERSION"
+fi
 missing=""
 for p in $APT_PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
@@ -180,10 +193,14 @@ if [ ! -e "$SRC/.done" ]; then
 fi
 
 KEY=$( (echo "$LINUX_DEB_VERSION"; cat "${FRAGMENTS[@]}"; rustc -vV;
-	"$BINDGEN" --version; echo "llvm $LLVM_VERSION") | sha256sum | cut -c1-16)
+	"$BINDGEN" --version; echo "llvm $LLVM_VERSION"; echo "kernel LLVM=$KLLVM") |
+	sha256sum | cut -c1-16)
 KDIR=$CACHE/build-$KVER_SERIES-$KEY
 KMAKE=(make -C "$SRC" O="$KDIR" RUST_LIB_SRC="$RUST_LIB_SRC"
 	BINDGEN="$BINDGEN")
+if [ -n "$KLLVM" ]; then
+	KMAKE+=(LLVM="$KLLVM")
+fi
 export LIBCLANG_PATH
 
 if [ ! -e "$KDIR/.done" ]; then
@@ -216,5 +233,6 @@ export BZIMAGE='$KDIR/arch/x86/boot/bzImage'
 export RUST_LIB_SRC='$RUST_LIB_SRC'
 export BINDGEN='$BINDGEN'
 export LIBCLANG_PATH='$LIBCLANG_PATH'
+export KLLVM='$KLLVM'
 EOF
 echo "$CACHE/env-$PROFILE.sh"

@@ -10,7 +10,10 @@
 #      p2p, isolation), with two ivshmem devices nvrs must refuse;
 #   5. VM, root-bus topology (devices across the host bridge), the two GPUs
 #      declaring an NVLink pair;
-#   6. VM, PCIe switch without an IOMMU: the p2p scenario on bus addresses.
+#   6. VM, PCIe switch without an IOMMU: the p2p scenario on bus addresses;
+#   7. VM on the sanitizer kernel (KASAN, UBSAN, SLUB debugging, debug
+#      objects, lockdep, kmemleak): every scenario, plus fault injection at
+#      every allocation of each path and a bounded fuzzer.
 #
 # Each step adds to the totals; the last line is "N passed, N failed" and the
 # exit status is non-zero if anything failed or did not run.
@@ -123,7 +126,10 @@ vm() {
 	shift
 	step "VM: $name"
 	local log=$OUT/vm-$name.txt
-	python3 "$TESTS/vm/run.py" "${VM_MODULES[@]}" --log "$OUT/vm-$name-console.log" "$@" |
+	# OWN_MODULES=1: the caller passes its own --module/--bin arguments.
+	local mods=("${VM_MODULES[@]}")
+	[ -n "${OWN_MODULES:-}" ] && mods=()
+	python3 "$TESTS/vm/run.py" "${mods[@]}" --log "$OUT/vm-$name-console.log" "$@" |
 		tee "$log"
 	local res
 	res=$(grep -E '^RESULT: ' "$log" | tail -n1)
@@ -140,5 +146,38 @@ vm switch --topology switch --bad-gpus --scenario probe --scenario topology --sc
 	--scenario isolation "${KUNIT[@]}"
 vm rootbus-nvlink --topology root --nvlink --scenario probe --scenario topology "${KUNIT[@]}"
 vm switch-noiommu --topology switch --iommu off --scenario probe --scenario p2p "${KUNIT[@]}"
+
+# The sanitizer kernel (clang-built: KASAN with Rust needs it) and the module
+# built against it, in a copy of the tree so the check build stays as it is.
+step "sanitizer kernel and build"
+if san_env=$("$TESTS/bootstrap.sh" sanitize) && (
+	set -e
+	# shellcheck disable=SC1090
+	. "$san_env"
+	SAN=$OUT/sanitize
+	rm -rf "$SAN"
+	mkdir -p "$SAN"
+	tar -C "$ROOT" --exclude=./tests/out --exclude=./tests/host/target --exclude=./.git \
+		-cf - . | tar -C "$SAN" -xf -
+	make -s -C "$SAN" KDIR="$KDIR" LLVM="$KLLVM" clean >/dev/null 2>&1 || true
+	make -s -C "$SAN" KDIR="$KDIR" LLVM="$KLLVM" modules >"$OUT/build-sanitize.log" 2>&1
+	make -s -C "$SAN/tests/consumer" KDIR="$KDIR" LLVM="$KLLVM" \
+		NVRS_SYMVERS="$SAN/Module.symvers" >>"$OUT/build-sanitize.log" 2>&1
+	echo "$BZIMAGE" >"$SAN/bzimage"
+); then
+	record "sanitizer kernel and build" 1 0
+	SAN=$OUT/sanitize
+	OWN_MODULES=1 vm sanitize --kernel "$(cat "$SAN/bzimage")" --append "slub_debug=FZPU" --mem 2048 \
+		--timeout 1500 --module "$SAN/nvrs.ko" --module "$SAN/tests/consumer/nvrs_consumer.ko" \
+		--bin "$OUT/nvrs-tool" --bin "$OUT/nvrs-fuzz" --topology switch \
+		--scenario probe --scenario topology --scenario p2p --scenario isolation \
+		--scenario faultinject --scenario fuzz "${KUNIT[@]}"
+	log=$OUT/vm-sanitize-console.log
+	SUMMARY+=("     fault injection: $(sed -n 's/.*nvrs-faultinject: points \([0-9]*\).*/\1/p' "$log" | tail -n1) injection points exercised")
+	SUMMARY+=("     fuzzing: $(sed -n 's/.*nvrs-fuzz-count: \([0-9]*\).*/\1/p' "$log" | tail -n1) operations")
+else
+	tail -n 20 "$OUT/build-sanitize.log" 2>/dev/null
+	record "sanitizer kernel and build" 0 1
+fi
 
 finish

@@ -35,12 +35,14 @@ nvrs_build() {
 		echo "error: building nvrs_consumer.ko failed" >&2
 		return 1
 	}
-	gcc -static -O2 -Wall -Wextra -Werror -pthread -I "$ROOT/include/uapi" \
-		-o "$OUT/nvrs-tool" "$ROOT/tests/tools/nvrs-tool.c" >>"$OUT/build.log" 2>&1 || {
-		cat "$OUT/build.log"
-		echo "error: building nvrs-tool failed" >&2
-		return 1
-	}
+	for t in nvrs-tool nvrs-fuzz; do
+		gcc -static -O2 -Wall -Wextra -Werror -pthread -I "$ROOT/include/uapi" \
+			-o "$OUT/$t" "$ROOT/tests/tools/$t.c" >>"$OUT/build.log" 2>&1 || {
+			cat "$OUT/build.log"
+			echo "error: building $t failed" >&2
+			return 1
+		}
+	done
 	if grep -qE '(^|: )(warning|error)' "$OUT/build.log"; then
 		cat "$OUT/build.log"
 		echo "error: the build is not warning-free" >&2
@@ -50,4 +52,4 @@ nvrs_build() {
 
 # The modules every VM run loads.
 VM_MODULES=(--module "$ROOT/nvrs.ko" --module "$ROOT/tests/consumer/nvrs_consumer.ko"
-	--bin "$OUT/nvrs-tool")
+	--bin "$OUT/nvrs-tool" --bin "$OUT/nvrs-fuzz")

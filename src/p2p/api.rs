@@ -220,6 +220,10 @@ fn dma_map(
     }
     // A stale table names no live pin: its memory is quarantined after use.
     let pin = pin::lookup(table as usize).ok_or(EINVAL)?;
+    // Checked again under the pin's lock below; this keeps a departed aperture out of the IOMMU.
+    if pin.alloc.backing.mem.is_gone() {
+        return Err(EINVAL);
+    }
     // SAFETY: `peer` is non-null and, by the API contract, a valid `struct pci_dev`.
     let peer = unsafe { PeerRef::new(peer) }.ok_or(EINVAL)?;
     // A peer nvrs cannot place in the PCI hierarchy is not a valid peer.

@@ -41,7 +41,7 @@ impl Allocation {
     /// the allocation is live.
     fn fault(&self, fault: &Fault, file_off: u64) -> u32 {
         let st = self.state.lock();
-        if st.released {
+        if st.released || self.backing.mem.is_gone() {
             return SIGBUS;
         }
         let Some(off) = file_off.checked_sub(self.span.start()) else {

@@ -123,6 +123,8 @@ pub(crate) struct Backing {
     pub(crate) pieces: KVVec<Piece>,
     /// Their shape.
     pub(crate) layout: Layout,
+    /// One run of adjacent roots.
+    contiguous: bool,
     /// The chunks went back.
     returned: Atomic<bool>,
 }
@@ -135,9 +137,11 @@ impl Drop for Backing {
 }
 
 impl Backing {
-    /// Bytes in piece `i`.
+    /// Bytes of memory in piece `i`: for a contiguous run, all of its roots, although the VAs
+    /// cover only the requested size (the rest of the last root is scrubbed and returned too).
     fn piece_len(&self, i: usize) -> u64 {
         match u64::try_from(i) {
+            Ok(_) if self.contiguous => self.layout.bulk_len.next_multiple_of(ROOT_CHUNK_SIZE),
             Ok(i) if i < self.layout.bulk => self.layout.bulk_len,
             _ => P2P_PAGE_SIZE,
         }
@@ -168,18 +172,20 @@ impl Backing {
         if self.returned.xchg(true, Relaxed) {
             return;
         }
-        let gone = self.mem.is_gone();
+        // Writing the aperture only while GPU removal waits for us; once the GPU is going away
+        // its manager dies with it (or stays retired while pins from before the removal exist)
+        // and the memory goes back as it is.
+        let busy = self.mem.enter().ok();
         for (i, p) in self.pieces.iter().enumerate() {
             let len = self.piece_len(i);
-            let zero = if !touched {
+            let zero = if !touched && p.zeroed {
                 Zero::Zeroed
-            } else if gone {
-                // The aperture may be gone with its device; the manager dies with it (or stays
-                // retired while pins from before the removal exist).
+            } else if busy.is_none() {
                 Zero::Dirty
             } else {
                 // SAFETY: Every user mapping of the piece was removed and every pin of it ended;
-                // it is not yet back in the manager, so nobody else can reach it.
+                // it is not yet back in the manager, so nobody else can reach it; GPU removal
+                // waits for `busy`.
                 match unsafe { helpers::zero_mmio(self.mem.aperture_phys + p.fb_offset, len) } {
                     Ok(()) => Zero::Zeroed,
                     // Allocation zeroes it before it is handed out again.
@@ -253,7 +259,10 @@ impl Allocation {
     /// its non-persistent pins (their callbacks run here, with no nvrs lock held), and returns
     /// the memory unless a persistent pin holds it. Never allocates.
     pub(crate) fn release(&self) {
-        {
+        // GPU removal waits for a release in flight, callbacks included (unless it is the
+        // removal releasing).
+        let _busy = self.backing.mem.enter().ok();
+        let mapped = {
             let mut st = self.state.lock();
             if st.released {
                 return;
@@ -264,7 +273,10 @@ impl Allocation {
             for inode in st.mapped.iter() {
                 inode.zap(self.span.start(), self.span.len());
             }
-        }
+            core::mem::take(&mut st.mapped)
+        };
+        // The inode references go now, not with the last pin or VMA.
+        drop(mapped);
         // One pin at a time, without allocating: a revoked pin leaves the registry when it
         // ends, and one being put concurrently is waited for by `revoke`.
         while self.state.lock().pins != 0 {
@@ -333,6 +345,7 @@ fn alloc_backing(mem: &Arc<FbMemory>, size: u64, contiguous: bool) -> Result<Bac
         mem: mem.clone(),
         pieces: KVVec::with_capacity(count, GFP_KERNEL)?,
         layout,
+        contiguous,
         returned: Atomic::new(false),
     };
     let mut ids = KVVec::new();
@@ -446,9 +459,12 @@ kernel::sync::global_lock! {
         VaAllocator::new(KVVec::new());
 }
 
-/// Frees the VA-space registry's memory at module exit (every file is closed by then).
+/// Frees the VA-space registry's and the VA allocator's memory at module exit (every file is
+/// closed and every allocation gone by then).
 pub(crate) fn fini_registry() {
     drop(core::mem::take(&mut *VASPACES.lock()));
+    let va = core::mem::replace(&mut *VA.lock(), VaAllocator::new(KVVec::new()));
+    drop(va);
 }
 
 /// Initialises the VA-space registry and the VA allocator, whose space is shrunk to
@@ -586,7 +602,9 @@ impl VaSpace {
         if size > mem.total_bytes() {
             return Err(ENOMEM);
         }
-        mem.usable()?;
+        mem.blocked()?;
+        // GPU removal waits until this allocation is in its VA space (or given back).
+        let _busy = mem.enter()?;
         let mut backing = alloc_backing(&mem, size, contiguous)?;
         // Scrub before the memory is reachable, with no lock held (this may be GiBs). On any
         // failure below, dropping `backing` returns the chunks.
@@ -632,16 +650,11 @@ impl VaSpace {
             }
         };
         let mut inner = self.inner.lock();
-        // Checked under `inner`, which GPU removal and owner teardown take after setting them.
-        let refused = if inner.dead {
-            Some(EPERM)
-        } else {
-            mem.usable().err()
-        };
-        if let Some(e) = refused {
+        // Checked under `inner`, which owner teardown takes after setting it.
+        if inner.dead {
             drop(inner);
             a.release();
-            return Err(e);
+            return Err(EPERM);
         }
         // VAs are unique among live allocations, so nothing is replaced.
         inner.allocs.insert(node.into_node(span.start(), a));

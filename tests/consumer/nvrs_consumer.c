@@ -38,6 +38,13 @@
  *                          count the live pins that were hit (runs without
  *                          the ctl lock, so several can run at once)
  *   rsync                  the rsync registration matrix
+ *   rawput VA PTR P        put_pages (P = 0) or put_pages_persistent (P = 1)
+ *                          of table pointer PTR: a raw value, or for PTR < 16
+ *                          slot PTR's (possibly stale) table (fuzzing)
+ *   rawmap PTR             dma_map_pages of table pointer PTR for edu (as
+ *                          above); unmapped again if it succeeds
+ *   rawunmap PTR MAP       dma_unmap_pages of table PTR and mapping MAP for
+ *                          edu (MAP < 16: slot MAP's, possibly stale, mapping)
  *   benchpin VA LEN N      N x (get_pages + put_pages) of [VA, VA + LEN)
  *   benchgup UVA LEN N     N x (pin_user_pages + unpin) of user memory: the
  *                          anchor for benchpin
@@ -483,6 +490,38 @@ out:
 	return ret;
 }
 
+/* Fuzzing: pointers that are raw values, or a slot's possibly stale ones. */
+static void *fuzz_table(u64 v)
+{
+	return v < NSLOTS ? (void *)READ_ONCE(con->slots[v].pt) : (void *)(uintptr_t)v;
+}
+
+static int cmd_rawput(u64 va, u64 ptr, u64 persistent)
+{
+	if (persistent)
+		return nvidia_p2p_put_pages_persistent(va, fuzz_table(ptr), 0);
+	return nvidia_p2p_put_pages(0, 0, va, fuzz_table(ptr));
+}
+
+static int cmd_rawmap(u64 ptr)
+{
+	struct nvidia_p2p_page_table *pt = fuzz_table(ptr);
+	struct nvidia_p2p_dma_mapping *map = NULL;
+	int ret;
+
+	ret = nvidia_p2p_dma_map_pages(con->edu, pt, &map);
+	if (!ret)
+		ret = nvidia_p2p_dma_unmap_pages(con->edu, pt, map);
+	return ret;
+}
+
+static int cmd_rawunmap(u64 ptr, u64 map)
+{
+	void *m = map < NSLOTS ? (void *)con->slots[map].map : (void *)(uintptr_t)map;
+
+	return nvidia_p2p_dma_unmap_pages(con->edu, fuzz_table(ptr), m);
+}
+
 static int rsync_get(int *mode, void *data)
 {
 	return 0;
@@ -676,6 +715,12 @@ static int run_cmd(char *line)
 		return cmd_badinput(a, b);
 	if (!strcmp(argv[0], "rsync"))
 		return cmd_rsync();
+	if (!strcmp(argv[0], "rawput") && argc == 4)
+		return cmd_rawput(a, b, c);
+	if (!strcmp(argv[0], "rawmap") && argc == 2)
+		return cmd_rawmap(a);
+	if (!strcmp(argv[0], "rawunmap") && argc == 3)
+		return cmd_rawunmap(a, b);
 	if (!strcmp(argv[0], "benchpin"))
 		return cmd_benchpin(a, b, c);
 	if (!strcmp(argv[0], "benchgup"))

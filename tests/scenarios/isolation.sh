@@ -10,6 +10,7 @@
 M=/lib/modules
 D=/sys/kernel/debug/nvrs
 SECRET=0x5ec12e75
+SECRET2=0x5ec2e7e2
 
 check "insmod nvrs (1 GiB VA space)" insmod $M/nvrs.ko emulated=1 peer_device=0x123411e8 va_space_mib=1024
 check "insmod consumer" insmod $M/nvrs_consumer.ko
@@ -27,8 +28,16 @@ tool "process A fills all of GPU1 with a secret and frees it" \
 	alloc A 1 $FB1 \; fill A $SECRET \; free A
 tool "process B allocates all of GPU1 and reads only zeros" \
 	alloc B 1 $FB1 \; zero B \; free B
-# After the VM, the runner finds the secret nowhere in the GPUs' backing files.
+# Memory a removed GPU left behind is not known to be zero: the next
+# allocation scrubs it, a contiguous run to the end of its last root.
+tool "a process fills all of GPU1 with a secret, and GPU1 is unbound and bound again under it" \
+	alloc A 1 $FB1 \; fill A $SECRET2 \; sh "echo $GPU1 > /sys/bus/pci/drivers/nvrs/unbind" \; \
+	sh "echo $GPU1 > /sys/bus/pci/drivers/nvrs/bind"
+tool "  a contiguous 2 MiB + 64 KiB allocation comes and goes" alloc B 1 0x210000 contig \; free B
+tool "  then all of GPU1 reads zero" alloc C 1 $FB1 \; zero C \; free C
+# After the VM, the runner finds the secrets nowhere in the GPUs' backing files.
 echo "nvrs-hostcheck: absent $SECRET"
+echo "nvrs-hostcheck: absent $SECRET2"
 
 # --- 3. VAs are reused; stale table and mapping pointers name nothing -------
 tool "ALLOC/FREE of all of GPU1, 300 times, in a VA space that holds 4" \

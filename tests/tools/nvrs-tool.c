@@ -45,6 +45,12 @@
  *   mmap SLOT PROT SHARE       mmap all of SLOT with PROT (letters r, w, x)
  *                              and SHARE (shared or private), then unmap
  *   rdonly                     reopen /dev/nvrs read-only
+ *   fail N CMD...              run CMD with the N-th allocation of its core
+ *                              system call (or fault) failing (fault
+ *                              injection, /proc/thread-self/fail-nth), and
+ *                              print "fail N injected I result R"; CMD is one
+ *                              of alloc, free, ctl, mapall, write
+ *   write FILE TEXT            write TEXT to FILE (e.g. a driver's bind file)
  *   sleep MS
  *
  * Prefix a command with "!ERRNO " (a name such as EINVAL, or a number) to
@@ -128,6 +134,34 @@ static int open_dev(void)
 	return fd < 0 ? -errno : 0;
 }
 
+/* Fault injection: the N-th allocation of the armed region fails. */
+static int fail_n, fail_fd = -1, fail_injected;
+
+static void arm(void)
+{
+	char b[16];
+
+	if (!fail_n)
+		return;
+	if (fail_fd < 0)
+		fail_fd = open("/proc/thread-self/fail-nth", O_RDWR | O_CLOEXEC);
+	if (fail_fd >= 0 && pwrite(fail_fd, b, snprintf(b, sizeof(b), "%d", fail_n), 0) < 0)
+		perror("fail-nth");
+}
+
+static void disarm(void)
+{
+	char b[16] = "";
+
+	if (!fail_n || fail_fd < 0)
+		return;
+	if (pread(fail_fd, b, sizeof(b) - 1, 0) > 0)
+		fail_injected = atoi(b) == 0;
+	/* Writing 0 disables what was not injected. */
+	if (pwrite(fail_fd, "0", 1, 0) < 0)
+		perror("fail-nth");
+}
+
 static int do_ctl(char *const *argv, int argc)
 {
 	char text[512] = "", reply[4096];
@@ -149,7 +183,9 @@ static int do_ctl(char *const *argv, int argc)
 	c = open(CTL, O_RDWR);
 	if (c < 0)
 		return -errno;
+	arm();
 	r = write(c, text, strlen(text));
+	disarm();
 	if (r < 0) {
 		n = -errno;
 		close(c);
@@ -396,11 +432,16 @@ static int map_all(int s)
 
 	if (slot_map[s])
 		return 0;
+	arm();
 	m = mmap(NULL, slot_size[s], PROT_READ | PROT_WRITE, MAP_SHARED, fd, slot_va[s]);
-	if (m == MAP_FAILED)
+	if (m == MAP_FAILED) {
+		disarm();
 		return -errno;
+	}
+	/* A fault that cannot be served kills the process (SIGBUS): that is no errno. */
 	for (off = 0; off < slot_size[s]; off += 4096)
 		(void)m[off];
+	disarm();
 	slot_map[s] = (void *)m;
 	return 0;
 }
@@ -693,6 +734,25 @@ static int run(int argc, char **argv)
 	}
 	if (!strcmp(cmd, "ctl"))
 		return do_ctl(argv + 1, argc - 1);
+	if (!strcmp(cmd, "fail") && argc >= 3) {
+		fail_n = atoi(argv[1]);
+		fail_injected = 0;
+		ret = run(argc - 2, argv + 2);
+		printf("fail %d injected %d result %d\n", fail_n, fail_injected, ret);
+		fail_n = 0;
+		return ret;
+	}
+	if (!strcmp(cmd, "write") && argc == 3) {
+		int w = open(argv[1], O_WRONLY | O_CLOEXEC);
+
+		if (w < 0)
+			return -errno;
+		arm();
+		ret = write(w, argv[2], strlen(argv[2])) < 0 ? -errno : 0;
+		disarm();
+		close(w);
+		return ret;
+	}
 	if (!strcmp(cmd, "anon") && argc == 3) {
 		int s = slot(argv[1]);
 		uint64_t size = parse_size(argv[2]);
@@ -751,8 +811,11 @@ static int run(int argc, char **argv)
 			else
 				a.flags |= strtoul(argv[i], NULL, 0);
 		}
-		if (ioctl(fd, NVRS_IOCTL_ALLOC, &a))
-			return -errno;
+		arm();
+		ret = ioctl(fd, NVRS_IOCTL_ALLOC, &a) ? -errno : 0;
+		disarm();
+		if (ret)
+			return ret;
 		slot_va[s] = a.va;
 		slot_size[s] = a.size;
 		printf("alloc %c va 0x%llx size %llu\n", 'A' + s,
@@ -821,8 +884,10 @@ static int run(int argc, char **argv)
 	} else if (!strcmp(cmd, "free") && argc == 2) {
 		struct nvrs_free f = { .va = slot_va[slot(argv[1])] };
 
-		if (ioctl(fd, NVRS_IOCTL_FREE, &f))
-			return -errno;
+		arm();
+		ret = ioctl(fd, NVRS_IOCTL_FREE, &f) ? -errno : 0;
+		disarm();
+		return ret;
 	} else if (!strcmp(cmd, "freeva") && argc == 2) {
 		struct nvrs_free f = { .va = strtoull(argv[1], NULL, 0) };
 

@@ -158,11 +158,12 @@ SUBTEST = re.compile(r"^(\s*)# Subtest: (\S+)")
 BAD = re.compile(r"(Oops|BUG:|WARNING:|KASAN|Kernel panic|general protection fault|"
                  r"Unable to handle|UBSAN:|kernel BUG|Call Trace:|refcount_t:|"
                  r"list_add corruption|possible circular locking|possible recursive locking|"
-                 r"inconsistent lock state|lock held when returning)")
+                 r"inconsistent lock state|lock held when returning|blocked for more than|"
+                 r"ODEBUG:)")
 
 # kmemleak records made in the context of the test's own processes are leaks of the code under
 # test; those of kernel threads and early boot belong to the kernel.
-OUR_COMMS = {"insmod", "rmmod", "nvrs-tool", "sh", "cat", "echo", "grep", "sed",
+OUR_COMMS = {"insmod", "rmmod", "nvrs-tool", "nvrs-fuzz", "sh", "cat", "echo", "grep", "sed",
              "kunit_try_catch"}
 
 

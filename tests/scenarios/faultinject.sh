@@ -1,0 +1,98 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Scenario "faultinject" (sanitizer kernel only): every path that allocates
+# is run with its N-th allocation failing (fault injection through
+# /proc/thread-self/fail-nth, slab and page allocations), for N = 1, 2, ...
+# until the path succeeds with nothing injected. Each injected failure must
+# give a documented errno and leave nothing behind: the runner fails the run
+# on a WARN, a KASAN report or a leak, and at the end every pin and byte of
+# GPU memory must be back.
+
+. /scenarios/lib.sh
+M=/lib/modules
+D=/sys/kernel/debug/nvrs
+F=/sys/kernel/debug
+
+check "insmod nvrs" insmod $M/nvrs.ko emulated=1 peer_device=0x123411e8
+check "insmod consumer" insmod $M/nvrs_consumer.ko
+GPU0=$(nvrs_bound | sed -n 1p)
+GPU1=$(nvrs_bound | sed -n 2p)
+# Fail sleeping allocations too, of any order, and quietly.
+for f in failslab fail_page_alloc; do
+	echo N >$F/$f/ignore-gfp-wait
+	echo 0 >$F/$f/verbose
+done
+echo 0 >$F/fail_page_alloc/min-order
+POINTS=0
+
+# sweep NAME ALLOWED SETUP CMD CLEANUP: runs
+#   nvrs-tool SETUP ; fail N CMD ; CLEANUP
+# for N = 1, 2, ... until CMD succeeds with no fault injected. ALLOWED lists
+# the results (0 or negative errnos) a run with an injected failure may give
+# (0: the failure was absorbed, e.g. kvmalloc falling back to vmalloc); "0"
+# alone: CMD must succeed whatever fails inside it. SETUP, CMD and CLEANUP
+# are word lists, with ";" between commands.
+sweep() {
+	_iame=$1 _allowed=$2 _setup=$3 _cmd=$4 _cleanup=$5
+	_i=1
+	_bad=
+	while [ $_i -le 600 ]; do
+		# shellcheck disable=SC2086
+		nvrs-tool $_setup \; fail $_i $_cmd \; $_cleanup >/tmp/fi.out 2>&1
+		_line=$(grep "^fail $_i injected" /tmp/fi.out)
+		_inj=$(echo "$_line" | awk '{print $4}')
+		_res=$(echo "$_line" | awk '{print $6}')
+		if [ -z "$_line" ]; then
+			_bad="N=$_i: no result"
+			break
+		fi
+		if [ "$_inj" = 0 ]; then
+			[ "$_res" = 0 ] || _bad="N=$_i: failed ($_res) with nothing injected"
+			break
+		fi
+		case " $_allowed " in
+		*" $_res "*) ;;
+		*) _bad="$_bad N=$_i:$_res" ;;
+		esac
+		_i=$((_i + 1))
+	done
+	_pts=$((_i - 1))
+	POINTS=$((POINTS + _pts))
+	if [ -z "$_bad" ] && [ $_i -le 600 ]; then
+		ok "$_iame: $_pts injection points, each failed cleanly"
+	else
+		not_ok "$_iame: $_pts injection points; unexpected: $_bad"
+		while IFS= read -r l; do diag "  $l"; done </tmp/fi.out
+	fi
+}
+
+sweep "ALLOC of 4 MiB" "0 -12" "count" "alloc A 0 4M" "free A"
+sweep "ALLOC of 4 MiB contiguous" "0 -12" "count" "alloc A 0 4M contig" "free A"
+sweep "mmap and first touch" "0 -12" "alloc A 0 2M" "mapall A" "free A"
+sweep "nvidia_p2p_get_pages" "0 -12" "alloc A 0 2M" "ctl pin 0 @A 0x200000" "ctl put 0 ; free A"
+sweep "nvidia_p2p_get_pages_persistent" "0 -12" "alloc A 0 2M" "ctl ppin 1 @A 0x200000" \
+	"ctl put 1 ; free A"
+sweep "nvidia_p2p_dma_map_pages" "0 -12 -5" "alloc A 0 4M ; ctl pin 2 @A 0x400000" "ctl map 2" \
+	"ctl put 2 ; free A"
+# Teardown never allocates: FREE of mapped, pinned memory succeeds whatever fails.
+sweep "FREE of a mapped and pinned allocation" "0" \
+	"alloc A 0 2M ; ctl pin 3 @A 0x10000 ; ctl map 3 ; mapall A" "free A" "ctl put 3"
+check "no pins left" grep -qx "pins: 0" $D/p2p
+# Probe: bind GPU1 with its N-th allocation failing (unbound again before each try).
+sweep "probe (bind)" "0 -12 -19" "write /sys/bus/pci/drivers/nvrs/unbind $GPU1" \
+	"write /sys/bus/pci/drivers/nvrs/bind $GPU1" "count"
+check "GPU1 bound again" test -e /sys/bus/pci/drivers/nvrs/$GPU1
+diag "fault injection: $POINTS injection points exercised"
+echo "nvrs-faultinject: points $POINTS"
+
+# Nothing failed for good: a clean pass works, and everything came back.
+tool "a clean pass afterwards" alloc A 1 4M \; mapall A \; ctl pin 4 @A 0x400000 \; ctl map 4 \; \
+	ctl put 4 \; free A
+check "no pins left at the end" grep -qx "pins: 0" $D/p2p
+for g in $GPU0 $GPU1; do
+	check "$g memory all free again" sh -c \
+		"grep -q \"^free_bytes: $(fb_total $g)\$\" $D/$g/pmm/stats"
+done
+check "rmmod consumer" rmmod nvrs_consumer
+check "rmmod nvrs" rmmod nvrs
+done_testing

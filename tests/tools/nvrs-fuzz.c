@@ -1,0 +1,369 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * nvrs-fuzz: a bounded, seeded fuzzer of /dev/nvrs and, through the test
+ * consumer, of the exported nvidia_p2p_* functions.
+ *
+ *   nvrs-fuzz SEED OPS
+ *
+ * Each operation is drawn from a xorshift generator seeded with SEED (the
+ * seed is printed, so a run can be replayed): ioctls with random commands,
+ * sizes, flags and argument pointers (valid, NULL, kernel addresses,
+ * unmapped and misaligned ones); mmap with random offsets, lengths,
+ * protections and sharing, and touches of what got mapped (a SIGBUS is
+ * fine); and consumer commands that pin, map, unmap and put random ranges,
+ * and replay random, foreign and stale table and mapping pointers. Now and
+ * then a child process runs a burst of its own and exits with its memory
+ * still pinned and mapped. The kernel must answer each with a documented
+ * errno; the VM runner fails the run on any splat, and the scenario checks
+ * that every pin and byte of GPU memory came back.
+ *
+ * Exit status 0 unless the fuzzer itself could not run.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "nvrs.h"
+
+#define CTL "/sys/kernel/debug/nvrs_consumer/ctl"
+#define NVAS 32
+#define NMAPS 16
+#define SLOTS 14	/* consumer slots 0..13; 14 and 15 are left alone */
+
+static uint64_t rng;
+static int fd = -1, ctl = -1, gpus = 1;
+static uint64_t vas[NVAS], sizes[NVAS];
+static void *maps[NMAPS];
+static size_t map_len[NMAPS];
+static long errs[160], ops;
+static sigjmp_buf fault_jmp;
+
+static uint64_t next(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static uint64_t pick(uint64_t n)
+{
+	return n ? next() % n : 0;
+}
+
+static void count(int ret)
+{
+	int e = ret < 0 ? -ret : ret;
+
+	errs[e < 160 ? e : 159]++;
+}
+
+static void on_fault(int sig)
+{
+	siglongjmp(fault_jmp, sig);
+}
+
+/* A size: mostly valid multiples of 64 KiB, sometimes anything. */
+static uint64_t some_size(void)
+{
+	switch (pick(8)) {
+	case 0:
+		return next();
+	case 1:
+		return pick(1 << 20);
+	case 2:
+		return 0;
+	case 3:
+		return (1 + pick(64)) << 21;
+	default:
+		return (1 + pick(32)) << 16;
+	}
+}
+
+/* A VA: a live one, one inside a live one, or anything. */
+static uint64_t some_va(void)
+{
+	uint64_t v = vas[pick(NVAS)];
+
+	switch (pick(6)) {
+	case 0:
+		return next();
+	case 1:
+		return v + (pick(64) << 16);
+	case 2:
+		return v + pick(1 << 20);
+	default:
+		return v;
+	}
+}
+
+/* An ioctl argument pointer: valid, NULL, kernel, unmapped or misaligned. */
+static void *some_arg(void *valid)
+{
+	switch (pick(10)) {
+	case 0:
+		return NULL;
+	case 1:
+		return (void *)0xffff888000000000ULL;
+	case 2:
+		return (void *)0x10;
+	case 3:
+		return (char *)valid + 1;
+	default:
+		return valid;
+	}
+}
+
+static void op_ioctl(void)
+{
+	static const unsigned int cmds[] = {
+		NVRS_IOCTL_GPU_COUNT, NVRS_IOCTL_GPU_INFO, NVRS_IOCTL_ALLOC,
+		NVRS_IOCTL_FREE, _IOWR(NVRS_IOCTL_MAGIC, 2, uint32_t),
+		_IOWR(NVRS_IOCTL_MAGIC, 9, struct nvrs_alloc), 0,
+	};
+	union {
+		struct nvrs_alloc a;
+		struct nvrs_free f;
+		struct nvrs_gpu_info i;
+		uint8_t raw[128];
+	} u;
+	unsigned int cmd = cmds[pick(sizeof(cmds) / sizeof(cmds[0]))];
+	int ret, s = pick(NVAS);
+
+	if (!cmd)
+		cmd = next();
+	memset(&u, 0, sizeof(u));
+	if (cmd == NVRS_IOCTL_ALLOC) {
+		u.a.gpu = pick(4) ? pick(gpus) : next();
+		u.a.size = some_size();
+		u.a.flags = pick(4) ? pick(4) : next();
+		u.a.va = pick(8) ? 0 : next();
+	} else if (cmd == NVRS_IOCTL_FREE) {
+		u.f.va = some_va();
+	} else if (cmd == NVRS_IOCTL_GPU_INFO) {
+		u.i.index = pick(4) ? pick(gpus + 1) : next();
+	} else {
+		for (ret = 0; ret < (int)sizeof(u.raw); ret++)
+			u.raw[ret] = next();
+	}
+	ret = ioctl(fd, cmd, some_arg(&u)) ? -errno : 0;
+	count(ret);
+	if (!ret && cmd == NVRS_IOCTL_ALLOC) {
+		if (vas[s]) {
+			struct nvrs_free f = { .va = vas[s] };
+
+			count(ioctl(fd, NVRS_IOCTL_FREE, &f) ? -errno : 0);
+		}
+		vas[s] = u.a.va;
+		sizes[s] = u.a.size;
+	}
+	if (!ret && cmd == NVRS_IOCTL_FREE) {
+		for (s = 0; s < NVAS; s++)
+			if (vas[s] == u.f.va)
+				vas[s] = 0;
+	}
+}
+
+static void op_mmap(void)
+{
+	static const int prots[] = {
+		PROT_READ | PROT_WRITE, PROT_READ, PROT_WRITE, PROT_NONE,
+		PROT_READ | PROT_EXEC,
+	};
+	int s = pick(NMAPS), v = pick(NVAS);
+	size_t len = pick(4) ? (1 + pick(sizes[v] ? sizes[v] >> 16 : 4)) << 16 : pick(1 << 22);
+	off_t off = pick(4) ? (off_t)(vas[v] + (pick(4) << 16)) : (off_t)next();
+	void *m;
+
+	if (maps[s]) {
+		munmap(maps[s], map_len[s]);
+		maps[s] = NULL;
+	}
+	m = mmap(NULL, len, prots[pick(5)], pick(8) ? MAP_SHARED : MAP_PRIVATE, fd, off & ~0xfffLL);
+	count(m == MAP_FAILED ? -errno : 0);
+	if (m != MAP_FAILED) {
+		maps[s] = m;
+		map_len[s] = len;
+	}
+}
+
+/* Touches a word of a live mapping; a SIGBUS or SIGSEGV is an answer too. */
+static void op_touch(void)
+{
+	int s = pick(NMAPS);
+	volatile uint32_t *volatile p;
+
+	if (!maps[s])
+		return;
+	p = (volatile uint32_t *)((char *)maps[s] + (pick(map_len[s]) & ~3ULL));
+	if (sigsetjmp(fault_jmp, 1)) {
+		count(-EFAULT);
+		return;
+	}
+	if (pick(2))
+		*p = (uint32_t)next();
+	else
+		(void)*p;
+	count(0);
+}
+
+static void op_ctl(void)
+{
+	char text[160];
+	int slot = pick(SLOTS);
+	uint64_t va = some_va();
+	ssize_t r;
+
+	switch (pick(11)) {
+	case 0:
+	case 1:
+		snprintf(text, sizeof(text), "pin %d 0x%llx 0x%llx", slot,
+			 (unsigned long long)va, (unsigned long long)some_size());
+		break;
+	case 2:
+		snprintf(text, sizeof(text), "ppin %d 0x%llx 0x%llx %llu", slot,
+			 (unsigned long long)va, (unsigned long long)some_size(),
+			 (unsigned long long)(pick(4) ? 0 : next()));
+		break;
+	case 3:
+		snprintf(text, sizeof(text), "map %d", slot);
+		break;
+	case 4:
+		snprintf(text, sizeof(text), "unmap %d", slot);
+		break;
+	case 5:
+		snprintf(text, sizeof(text), "put %d", slot);
+		break;
+	case 6:
+		snprintf(text, sizeof(text), "keep %d", slot);
+		break;
+	case 7:
+		snprintf(text, sizeof(text), pick(2) ? "putold %d" : "unmapold %d", slot);
+		break;
+	case 8:
+		/* Stale, foreign or random table pointers. */
+		snprintf(text, sizeof(text), "rawput 0x%llx 0x%llx %d", (unsigned long long)va,
+			 (unsigned long long)(pick(2) ? pick(SLOTS) : next()), (int)pick(2));
+		break;
+	case 9:
+		snprintf(text, sizeof(text), "rawmap 0x%llx",
+			 (unsigned long long)(pick(2) ? pick(SLOTS) : next()));
+		break;
+	default:
+		snprintf(text, sizeof(text), "rawunmap 0x%llx 0x%llx",
+			 (unsigned long long)(pick(2) ? pick(SLOTS) : next()),
+			 (unsigned long long)(pick(2) ? pick(SLOTS) : next()));
+		break;
+	}
+	r = pwrite(ctl, text, strlen(text), 0);
+	count(r < 0 ? -errno : 0);
+}
+
+static void run(long n)
+{
+	long i;
+
+	for (i = 0; i < n; i++, ops++) {
+		switch (pick(10)) {
+		case 0:
+		case 1:
+		case 2:
+			op_ioctl();
+			break;
+		case 3:
+		case 4:
+			op_mmap();
+			break;
+		case 5:
+		case 6:
+			op_touch();
+			break;
+		default:
+			op_ctl();
+			break;
+		}
+	}
+}
+
+/* A child with its own VA space runs a burst and exits, pins and all. */
+static void burst_in_child(void)
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid == 0) {
+		int i;
+
+		close(fd);
+		fd = open("/dev/nvrs", O_RDWR | O_CLOEXEC);
+		for (i = 0; i < NVAS; i++)
+			vas[i] = 0;
+		for (i = 0; i < NMAPS; i++)
+			maps[i] = NULL;
+		rng ^= 0x9e3779b97f4a7c15ULL;
+		run(200);
+		_exit(0);
+	}
+	if (pid > 0)
+		waitpid(pid, &status, 0);
+	ops += 200;
+}
+
+int main(int argc, char **argv)
+{
+	struct sigaction sa = { .sa_handler = on_fault };
+	uint64_t seed;
+	long n, done = 0;
+	uint32_t g;
+	int i;
+
+	if (argc != 3) {
+		fprintf(stderr, "usage: nvrs-fuzz SEED OPS\n");
+		return 2;
+	}
+	seed = strtoull(argv[1], NULL, 0);
+	n = atol(argv[2]);
+	rng = seed ? seed : 1;
+	printf("nvrs-fuzz: seed %llu, %ld operations\n", (unsigned long long)seed, n);
+	fflush(stdout);
+	fd = open("/dev/nvrs", O_RDWR | O_CLOEXEC);
+	ctl = open(CTL, O_RDWR | O_CLOEXEC);
+	if (fd < 0 || ctl < 0) {
+		perror("nvrs-fuzz: open");
+		return 1;
+	}
+	if (!ioctl(fd, NVRS_IOCTL_GPU_COUNT, &g) && g)
+		gpus = g;
+	sigaction(SIGBUS, &sa, NULL);
+	sigaction(SIGSEGV, &sa, NULL);
+	while (done < n) {
+		run(1000);
+		done += 1000;
+		if (!pick(8))
+			burst_in_child();
+	}
+	/* Put what is still pinned, then let exit free the rest. */
+	for (i = 0; i < SLOTS; i++) {
+		char text[32];
+
+		snprintf(text, sizeof(text), "put %d", i);
+		if (pwrite(ctl, text, strlen(text), 0) < 0)
+			count(-errno);
+	}
+	printf("nvrs-fuzz: seed %llu: %ld operations; results:", (unsigned long long)seed, ops);
+	for (i = 0; i < 160; i++)
+		if (errs[i])
+			printf(" %s%d:%ld", i ? "-" : "", i, errs[i]);
+	printf("\n");
+	return 0;
+}
