@@ -10,6 +10,7 @@
 #   make demo                 VM with two emulated GPUs showing nvrs at work
 #   make check                every test: host cargo tests, then the VM suites
 #   make bench                benchmarks against their anchors (not tests)
+#   make soak                 a 60-second race in a VM (not part of check)
 #
 # `demo` and `check` install what they need (tests/bootstrap.sh) and use the
 # cached test kernel, whatever KDIR says.
@@ -46,4 +47,7 @@ check:
 bench:
 	@tests/bench.sh
 
-.PHONY: all modules modules_install clean demo check bench
+soak:
+	@tests/soak.sh
+
+.PHONY: all modules modules_install clean demo check bench soak

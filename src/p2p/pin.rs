@@ -114,6 +114,10 @@ kernel::sync::global_lock! {
     pub(crate) unsafe(uninit) static PINS: Mutex<PinRegistry> = PinRegistry { pins: None };
 }
 
+/// Free callbacks nvrs has called since it was loaded (debugfs `p2p`: `revoked: N`); a
+/// consumer counting its callbacks must arrive at the same number.
+static REVOKED: Atomic<u64> = Atomic::new(0);
+
 /// Initialises the pin registry. Called once, from module init.
 pub(crate) fn init_registry() {
     // SAFETY: Module init runs once, so `init` is called exactly once, before any other use.
@@ -190,6 +194,7 @@ pub(crate) fn count_on(mem: &crate::fb::FbMemory) -> usize {
 pub(crate) fn render(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     let reg = PINS.lock();
     writeln!(f, "pins: {}", reg.all().count())?;
+    writeln!(f, "revoked: {}", REVOKED.load(Relaxed))?;
     for p in reg.all() {
         let maps = p.dma.lock();
         let runs: usize = maps.iter().map(|m| m.run_count()).sum();
@@ -391,6 +396,7 @@ impl P2pPin {
         self.revoker
             .store(kernel::task::Task::current_raw() as usize, Relaxed);
         if let Some(cb) = self.callback {
+            REVOKED.fetch_add(1, Relaxed);
             // SAFETY: The consumer registered `cb` with `data` in `nvidia_p2p_get_pages` and
             // promised they stay valid until the pin ends; it has not ended (we own the
             // revocation). No nvrs lock is held here.

@@ -38,6 +38,15 @@
  *                          count the live pins that were hit (runs without
  *                          the ctl lock, so several can run at once)
  *   rsync                  the rsync registration matrix
+ *   soakpin S VA LEN       pin like a gdrdrv region: its free callback takes
+ *                          the slot's own lock, and soakput takes that lock
+ *                          only around its bookkeeping, never across
+ *                          nvidia_p2p_put_pages() (which waits for a running
+ *                          callback)
+ *   soakmap S / soakunmap S / soakput S
+ *                          map, unmap, put such a pin (each may find it
+ *                          revoked meanwhile)
+ *   callbacks              free callbacks fired since load, in all
  *   rawput VA PTR P        put_pages (P = 0) or put_pages_persistent (P = 1)
  *                          of table pointer PTR: a raw value, or for PTR < 16
  *                          slot PTR's (possibly stale) table (fuzzing)
@@ -114,7 +123,15 @@ struct slot {
 	struct nvidia_p2p_dma_mapping *old_map;
 	u64 old_va;
 	bool old_persistent;
+	/* soak: a gdrdrv-style region lock, taken by the free callback */
+	struct mutex region;
+	bool soak_live;
+	struct nvidia_p2p_page_table *soak_pt;
+	struct nvidia_p2p_dma_mapping *soak_map;
+	u64 soak_va;
 };
+
+static atomic64_t total_callbacks = ATOMIC64_INIT(0);
 
 struct consumer {
 	struct pci_dev *edu;
@@ -151,6 +168,7 @@ static void free_callback(void *data)
 	atomic_set(&s->in_callback, 0);
 	/* nvrs frees the table and its DMA mappings once we return. */
 	atomic_inc(&s->callbacks);
+	atomic64_inc(&total_callbacks);
 	WRITE_ONCE(s->live, false);
 	nvidia_p2p_free_page_table(READ_ONCE(s->pt));
 }
@@ -490,6 +508,101 @@ out:
 	return ret;
 }
 
+/*
+ * Soak: what gdrdrv does. The callback takes the region lock, marks the
+ * region gone and frees the (no-op) table; the user paths take the region
+ * lock for their bookkeeping and drop it before calling into nvrs, which may
+ * wait for a running callback.
+ */
+static void soak_callback(void *data)
+{
+	struct slot *s = data;
+
+	mutex_lock(&s->region);
+	s->soak_live = false;
+	s->soak_map = NULL;
+	nvidia_p2p_free_page_table(s->soak_pt);
+	mutex_unlock(&s->region);
+	atomic64_inc(&total_callbacks);
+}
+
+static int cmd_soakpin(struct slot *s, u64 va, u64 len)
+{
+	struct nvidia_p2p_page_table *pt = NULL;
+	int ret;
+
+	mutex_lock(&s->region);
+	if (s->soak_live) {
+		mutex_unlock(&s->region);
+		return -EBUSY;
+	}
+	/* The callback may fire as soon as get_pages returns: publish under the lock. */
+	ret = nvidia_p2p_get_pages(0, 0, va, len, &pt, soak_callback, s);
+	if (!ret) {
+		s->soak_pt = pt;
+		s->soak_va = va;
+		s->soak_map = NULL;
+		s->soak_live = true;
+	}
+	mutex_unlock(&s->region);
+	return ret;
+}
+
+static int cmd_soakmap(struct slot *s)
+{
+	struct nvidia_p2p_page_table *pt;
+	struct nvidia_p2p_dma_mapping *map = NULL;
+	int ret;
+
+	mutex_lock(&s->region);
+	pt = s->soak_live && !s->soak_map ? s->soak_pt : NULL;
+	mutex_unlock(&s->region);
+	if (!pt)
+		return -ENOENT;
+	/* Stale if the callback fired meanwhile: nvrs returns -EINVAL. */
+	ret = nvidia_p2p_dma_map_pages(con->edu, pt, &map);
+	if (ret)
+		return ret;
+	mutex_lock(&s->region);
+	if (s->soak_live && s->soak_pt == pt && !s->soak_map) {
+		s->soak_map = map;
+		map = NULL;
+	}
+	mutex_unlock(&s->region);
+	/* Revoked meanwhile: nvrs unmapped it already, and this returns 0. */
+	if (map)
+		nvidia_p2p_dma_unmap_pages(con->edu, pt, map);
+	return 0;
+}
+
+static int cmd_soakunmap(struct slot *s)
+{
+	struct nvidia_p2p_page_table *pt;
+	struct nvidia_p2p_dma_mapping *map;
+
+	mutex_lock(&s->region);
+	pt = s->soak_pt;
+	map = s->soak_map;
+	s->soak_map = NULL;
+	mutex_unlock(&s->region);
+	return map ? nvidia_p2p_dma_unmap_pages(con->edu, pt, map) : -ENOENT;
+}
+
+static int cmd_soakput(struct slot *s)
+{
+	struct nvidia_p2p_page_table *pt;
+	u64 va;
+
+	mutex_lock(&s->region);
+	pt = s->soak_live ? s->soak_pt : NULL;
+	va = s->soak_va;
+	s->soak_live = false;
+	s->soak_map = NULL;
+	mutex_unlock(&s->region);
+	/* Unlocked: put waits for a callback in flight, which takes the lock. */
+	return pt ? nvidia_p2p_put_pages(0, 0, va, pt) : -ENOENT;
+}
+
 /* Fuzzing: pointers that are raw values, or a slot's possibly stale ones. */
 static void *fuzz_table(u64 v)
 {
@@ -715,6 +828,10 @@ static int run_cmd(char *line)
 		return cmd_badinput(a, b);
 	if (!strcmp(argv[0], "rsync"))
 		return cmd_rsync();
+	if (!strcmp(argv[0], "callbacks")) {
+		reply("callbacks %lld\n", atomic64_read(&total_callbacks));
+		return 0;
+	}
 	if (!strcmp(argv[0], "rawput") && argc == 4)
 		return cmd_rawput(a, b, c);
 	if (!strcmp(argv[0], "rawmap") && argc == 2)
@@ -755,6 +872,14 @@ static int run_cmd(char *line)
 		return cmd_unmapold(s);
 	if (!strcmp(argv[0], "unmapwith") && argc == 3)
 		return cmd_unmapwith(s, argv[2]);
+	if (!strcmp(argv[0], "soakpin") && argc == 4)
+		return cmd_soakpin(s, b, c);
+	if (!strcmp(argv[0], "soakmap"))
+		return cmd_soakmap(s);
+	if (!strcmp(argv[0], "soakunmap"))
+		return cmd_soakunmap(s);
+	if (!strcmp(argv[0], "soakput"))
+		return cmd_soakput(s);
 	if (!strcmp(argv[0], "ppin") && argc >= 4) {
 		u64 flags = 0;
 
@@ -792,6 +917,11 @@ static ssize_t ctl_write(struct file *file, const char __user *ubuf,
 	if (copy_from_user(line, ubuf, count))
 		return -EFAULT;
 	line[count] = 0;
+	/* The soak commands use their slot's region lock only, so they race. */
+	if (!strncmp(line, "soak", 4)) {
+		ret = run_cmd(line);
+		return ret ? ret : count;
+	}
 	/* Runs unlocked (it uses no slot), so several can race each other. */
 	if (!strncmp(line, "stalereplay ", 12)) {
 		u64 va, len, n;
@@ -865,6 +995,8 @@ static void edu_remove(struct pci_dev *pdev)
 		if (READ_ONCE(con->slots[i].live) || con->slots[i].peer)
 			cmd_put(&con->slots[i]);
 	mutex_unlock(&con->lock);
+	for (i = 0; i < NSLOTS; i++)
+		cmd_soakput(&con->slots[i]);
 	con->edu = NULL;
 }
 
@@ -883,12 +1015,14 @@ static struct pci_driver edu_driver = {
 
 static int __init nvrs_consumer_init(void)
 {
-	int ret;
+	int ret, i;
 
 	con = kzalloc_obj(*con, GFP_KERNEL);
 	if (!con)
 		return -ENOMEM;
 	mutex_init(&con->lock);
+	for (i = 0; i < NSLOTS; i++)
+		mutex_init(&con->slots[i].region);
 	ret = pci_register_driver(&edu_driver);
 	if (ret)
 		kfree(con);

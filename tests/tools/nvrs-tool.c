@@ -51,6 +51,11 @@
  *                              print "fail N injected I result R"; CMD is one
  *                              of alloc, free, ctl, mapall, write
  *   write FILE TEXT            write TEXT to FILE (e.g. a driver's bind file)
+ *   soak GPU SECONDS           8 threads for SECONDS: pin / map / unmap / put
+ *                              with a gdrdrv-style consumer whose callback
+ *                              takes its own lock, FREE racing them, mmap /
+ *                              touch / munmap, ALLOC / FREE, and processes
+ *                              exiting with memory pinned and mapped
  *   sleep MS
  *
  * Prefix a command with "!ERRNO " (a name such as EINVAL, or a number) to
@@ -722,6 +727,168 @@ static int stale_race(int gpu, int seconds)
 	return err;
 }
 
+/* soak: see the command list. */
+struct soak {
+	int gpu, index;
+	time_t deadline;
+	_Atomic long ops, errors;
+};
+
+static void soak_error(struct soak *k, int err)
+{
+	/* Expected under the race: a revoked pin, a freed VA, no memory. */
+	if (err != -ENOENT && err != -EINVAL && err != -EBUSY && err != -ENOMEM) {
+		if (!k->errors++)
+			printf("soak thread %d: errno %d\n", k->index, -err);
+	}
+}
+
+static void soak_ctl(struct soak *k, const char *fmt, int s, uint64_t a, uint64_t b)
+{
+	char text[128];
+	int ret;
+
+	snprintf(text, sizeof(text), fmt, s, (unsigned long long)a, (unsigned long long)b);
+	ret = ctl_line(text);
+	if (ret)
+		soak_error(k, ret);
+	k->ops++;
+}
+
+static void *soak_owner(void *arg)
+{
+	struct soak *k = arg;
+	unsigned int seed = 7 + k->index;
+	int s = 8 + k->index;
+
+	while (time(NULL) < k->deadline) {
+		struct nvrs_alloc a = { .gpu = k->gpu, .size = (1 + rnd(&seed, 32)) << 16 };
+		struct nvrs_free f;
+
+		if (ioctl(fd, NVRS_IOCTL_ALLOC, &a)) {
+			soak_error(k, -errno);
+			continue;
+		}
+		soak_ctl(k, "soakpin %d 0x%llx 0x%llx", s, a.va, a.size);
+		if (rnd(&seed, 2))
+			soak_ctl(k, "soakmap %d", s, 0, 0);
+		usleep(rnd(&seed, 500));
+		if (rnd(&seed, 2))
+			soak_ctl(k, "soakput %d", s, 0, 0);
+		f.va = a.va;
+		if (ioctl(fd, NVRS_IOCTL_FREE, &f))
+			soak_error(k, -errno);
+		k->ops++;
+	}
+	return NULL;
+}
+
+static void *soak_putter(void *arg)
+{
+	struct soak *k = arg;
+	unsigned int seed = 99;
+	static const char *const cmds[] = { "soakput %d", "soakunmap %d", "soakmap %d" };
+
+	while (time(NULL) < k->deadline) {
+		soak_ctl(k, cmds[rnd(&seed, 3)], 8 + rnd(&seed, 4), 0, 0);
+		usleep(rnd(&seed, 300));
+	}
+	return NULL;
+}
+
+static void *soak_mapper(void *arg)
+{
+	struct soak *k = arg;
+	unsigned int seed = 1234;
+
+	while (time(NULL) < k->deadline) {
+		struct nvrs_alloc a = { .gpu = k->gpu, .size = (1 + rnd(&seed, 16)) << 16 };
+		struct nvrs_free f;
+		volatile uint32_t *m;
+
+		if (ioctl(fd, NVRS_IOCTL_ALLOC, &a)) {
+			soak_error(k, -errno);
+			continue;
+		}
+		m = mmap(NULL, a.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, a.va);
+		if (m != MAP_FAILED) {
+			m[rnd(&seed, a.size / 4)] = 0x50a50a50;
+			munmap((void *)m, a.size);
+		} else {
+			soak_error(k, -errno);
+		}
+		f.va = a.va;
+		if (ioctl(fd, NVRS_IOCTL_FREE, &f))
+			soak_error(k, -errno);
+		k->ops++;
+	}
+	return NULL;
+}
+
+static void *soak_exiter(void *arg)
+{
+	struct soak *k = arg;
+
+	while (time(NULL) < k->deadline) {
+		pid_t pid = fork();
+		int status;
+
+		if (pid == 0) {
+			/* A process of its own: allocates, maps, pins, exits holding it all. */
+			int f = open("/dev/nvrs", O_RDWR | O_CLOEXEC);
+			struct nvrs_alloc a = { .gpu = k->gpu, .size = 1 << 20 };
+			char text[96];
+			volatile uint32_t *m;
+
+			if (f < 0 || ioctl(f, NVRS_IOCTL_ALLOC, &a))
+				_exit(1);
+			m = mmap(NULL, a.size, PROT_READ | PROT_WRITE, MAP_SHARED, f, a.va);
+			if (m != MAP_FAILED)
+				m[0] = 1;
+			snprintf(text, sizeof(text), "soakpin 12 0x%llx 0x%llx",
+				 (unsigned long long)a.va, (unsigned long long)a.size);
+			ctl_line(text);
+			ctl_line("soakmap 12");
+			_exit(0);
+		}
+		if (pid > 0)
+			waitpid(pid, &status, 0);
+		k->ops++;
+	}
+	return NULL;
+}
+
+static int soak(int gpu, int seconds)
+{
+	void *(*fns[8])(void *) = { soak_owner, soak_owner, soak_owner, soak_owner,
+				   soak_putter, soak_mapper, soak_exiter, soak_mapper };
+	struct soak k[8];
+	pthread_t th[8];
+	long ops = 0, errors = 0;
+	int i;
+
+	for (i = 0; i < 8; i++) {
+		k[i] = (struct soak){ .gpu = gpu, .index = i < 4 ? i : 4 + i,
+				      .deadline = time(NULL) + seconds };
+		if (i < 4)
+			k[i].index = i;
+		pthread_create(&th[i], NULL, fns[i], &k[i]);
+	}
+	for (i = 0; i < 8; i++) {
+		pthread_join(th[i], NULL);
+		ops += k[i].ops;
+		errors += k[i].errors;
+	}
+	for (i = 8; i <= 12; i++) {
+		char text[32];
+
+		snprintf(text, sizeof(text), "soakput %d", i);
+		ctl_line(text);
+	}
+	printf("soak: %ld operations in %d s, %ld unexpected errors\n", ops, seconds, errors);
+	return errors ? -EIO : 0;
+}
+
 /* Runs one command; returns 0 or a negative errno. */
 static int run(int argc, char **argv)
 {
@@ -879,6 +1046,8 @@ static int run(int argc, char **argv)
 		return va_loop(atoi(argv[1]), parse_size(argv[2]), atol(argv[3]));
 	} else if (!strcmp(cmd, "mmaprace") && argc == 3) {
 		return mmap_race(atoi(argv[1]), atol(argv[2]));
+	} else if (!strcmp(cmd, "soak") && argc == 3) {
+		return soak(atoi(argv[1]), atoi(argv[2]));
 	} else if (!strcmp(cmd, "stalerace") && argc == 3) {
 		return stale_race(atoi(argv[1]), atoi(argv[2]));
 	} else if (!strcmp(cmd, "free") && argc == 2) {

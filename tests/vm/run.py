@@ -355,6 +355,9 @@ def main():
                "NVRS_TOPOLOGY": args.topology, "NVRS_NVLINK": "1" if args.nvlink else "0",
                "NVRS_IOMMU": args.iommu,
                "NVRS_CHIPS": " ".join(parse_gpu_spec(s)[0] for s in specs)}
+        # Knobs of the fuzz and soak scenarios pass through from the host.
+        env.update({k: v for k, v in os.environ.items()
+                    if k.startswith(("NVRS_FUZZ_", "NVRS_SOAK_"))})
         initrd = build_initramfs(workdir, args.module, args.scenario, env, args.bin)
         cmd = qemu_command(args, args.kernel, initrd, gpus)
         start = time.time()

@@ -23,6 +23,8 @@ pub(crate) mod vaspace;
 #[cfg(test)]
 mod p2p_abi_tests;
 #[cfg(test)]
+mod pin_model;
+#[cfg(test)]
 mod pmm_model;
 #[cfg(test)]
 mod pmm_scenarios;
