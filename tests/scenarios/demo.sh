@@ -38,6 +38,10 @@ announce_apertures
 nvrs-tool alloc A 0 4M \; ctl pin 0 @A 0x200000 \; ctl map 0 \; ctl dma 0 0x1000 0xc0ffee00 \; \
 	sh "$HOSTSYNC" \; sh "cat /sys/kernel/debug/nvrs/p2p" \; free A \; ctl status 0 2>&1 | show
 check "demo: pin, map and DMA" nvrs-tool alloc A 0 2M \; ctl pin 1 @A 0x10000 \; ctl put 1
+demo "== Isolation: a process writes a secret into GPU memory and frees it: its stale CPU"
+demo "   mapping now faults (SIGBUS), and the next allocation of that memory reads zeros =="
+nvrs-tool alloc A 1 2M \; wr A 0x100 0x5ec12e75 \; !EFAULT usefree A \; alloc B 1 2M \; \
+	rd B 0x100 0 2>&1 | show
 first=$(nvrs_bound | head -n1)
 demo "== /sys/kernel/debug/nvrs/$first/pmm/stats =="
 show </sys/kernel/debug/nvrs/$first/pmm/stats
