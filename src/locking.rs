@@ -21,8 +21,9 @@
 //! Leaf locks, taken with nothing of the above held or only briefly under one of them, and
 //! taking nothing themselves: [`VA`](crate::vaspace::VA) (the GPU VA allocator; taken alone, or
 //! from a VMA's `close` under `mmap_lock`), [`GPUS`](crate::gpu::GPUS) (the GPU registry),
-//! [`RETIRED`](crate::fb::RETIRED) (retired memory managers) and the quarantine ring
-//! ([`RING`](crate::p2p::quarantine::RING)).
+//! [`RETIRED`](crate::fb::RETIRED) (retired memory managers), the quarantine ring
+//! ([`RING`](crate::p2p::quarantine::RING)) and `FbMemory::busy` (operations in flight on a
+//! GPU's memory; GPU removal sleeps on `FbMemory::idle` with it released).
 //!
 //! Rules that keep the order honest:
 //!
@@ -36,7 +37,8 @@
 //! * Teardown walks (GPU removal, VA-space teardown, pin draining) take one object out under the
 //!   locks, drop them, act on it, and start over: they never allocate and never call out while
 //!   holding a lock.
-//! * `FbMemory::gone` is set before the removal walks, and every path that adds an allocation,
-//!   a pin or a DMA mapping checks it under the lock the walk takes for that collection
-//!   (`VaSpace::inner`, `Allocation::state`, `P2pPin::dma`), so nothing is added behind the
-//!   walk.
+//! * `FbMemory::gone` is set under `FbMemory::busy`, and GPU removal then waits until no
+//!   allocation, release or scrubbing is in flight (`FbMemory::enter`) before it walks the VA
+//!   spaces, pins and mappings. Pinning, mapping and faulting check `gone` under the lock the
+//!   walk takes for their collection (`Allocation::state`, `P2pPin::dma`), so nothing is added
+//!   behind the walk.
