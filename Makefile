@@ -11,12 +11,20 @@
 #   make check                every test: host cargo tests, then the VM suites
 #   make bench                benchmarks against their anchors (not tests)
 #   make soak                 a 60-second race in a VM (not part of check)
+#   make dkms-source DESTDIR=<root>
+#                             the DKMS source tree in <root>/usr/src/nvrs-<version>
+#   make dkms-install         ... in /usr/src, then dkms add + install (root)
 #
 # `demo` and `check` install what they need (tests/bootstrap.sh) and use the
 # cached test kernel, whatever KDIR says.
 
 KDIR ?= /lib/modules/$(shell uname -r)/build
 PWD := $(CURDIR)
+# Kept in step with dkms.conf.
+NVRS_VERSION := 0.1.0
+DKMS_SRC = $(DESTDIR)/usr/src/nvrs-$(NVRS_VERSION)
+DKMS_FILES := Kbuild Makefile dkms.conf LICENSE README.md rust src include hwref \
+	tools/dkms-pre-build.sh
 
 all: modules
 
@@ -50,4 +58,15 @@ bench:
 soak:
 	@tests/soak.sh
 
-.PHONY: all modules modules_install clean demo check bench soak
+dkms-source:
+	rm -rf $(DKMS_SRC)
+	install -d $(DKMS_SRC)/tools
+	cd $(PWD) && cp -r $(filter-out tools/%,$(DKMS_FILES)) $(DKMS_SRC)/
+	install -m 0755 $(PWD)/tools/dkms-pre-build.sh $(DKMS_SRC)/tools/
+	grep -q '^PACKAGE_VERSION="$(NVRS_VERSION)"$$' $(DKMS_SRC)/dkms.conf
+
+dkms-install: dkms-source
+	dkms add -m nvrs -v $(NVRS_VERSION)
+	dkms install -m nvrs -v $(NVRS_VERSION)
+
+.PHONY: all modules modules_install clean demo check bench soak dkms-source dkms-install

@@ -61,6 +61,18 @@ int nvrs_pcim_enable_device(struct pci_dev *pdev)
 }
 
 /**
+ * nvrs_driver_override_is_nvrs() - whether the administrator handed a device to nvrs
+ * @pdev: the device being probed
+ *
+ * Return: true if the device's driver_override names this driver.
+ */
+bool nvrs_driver_override_is_nvrs(struct pci_dev *pdev)
+{
+	return pdev->dev.driver &&
+	       device_match_driver_override(&pdev->dev, pdev->dev.driver) > 0;
+}
+
+/**
  * nvrs_pcim_request_region() - claim a BAR for nvrs without mapping it
  * @pdev: the device being probed
  * @bar: the BAR

@@ -40,6 +40,7 @@ struct nvrs_pci_endpoint {
 };
 
 int nvrs_pcim_enable_device(struct pci_dev *pdev);
+bool nvrs_driver_override_is_nvrs(struct pci_dev *pdev);
 int nvrs_pcim_request_region(struct pci_dev *pdev, int bar, const char *name);
 int nvrs_pci_describe(struct pci_dev *pdev, struct nvrs_pci_endpoint *ep);
 int nvrs_pci_peers(u32 extra_vendor_device, struct nvrs_pci_endpoint *eps,

@@ -2,10 +2,12 @@
 
 //! The PCI driver: binding, identification and the framebuffer aperture.
 //!
-//! nvrs binds every NVIDIA function of display class (VGA or 3D controller). With the `emulated`
-//! parameter it also binds QEMU `ivshmem-plain` functions and treats each as a GPU whose
-//! "registers" are the identity block at the start of its shared memory; without it, probe of
-//! such a function returns `-ENODEV` and the function stays free for other drivers.
+//! nvrs matches every NVIDIA function of display class (VGA or 3D controller) but binds one only
+//! when the administrator asks ([`crate::binding`]: the function's `driver_override`, or the
+//! `bind_nvidia` parameter); installing nvrs never takes a GPU from another driver. With the
+//! `emulated` parameter it also binds QEMU `ivshmem-plain` functions and treats each as a GPU
+//! whose "registers" are the identity block at the start of its shared memory. A function nvrs
+//! does not bind gets `-ENODEV` from probe, silently, and stays free for other drivers.
 //!
 //! Probe reads `PMC_BOOT_0` / `PMC_BOOT_42` (or the identity block), identifies the chip with
 //! [`crate::hwref::ident`], finds the aperture with [`crate::aperture`], registers the GPU in
@@ -42,6 +44,10 @@ use crate::{
         self,
         NUM_BARS, //
     },
+    binding::{
+        Kind,
+        Policy, //
+    },
     emu_identity::{
         self,
         EmuError,
@@ -76,15 +82,6 @@ const IVSHMEM_DEVICE_ID: u32 = 0x1110;
 
 /// The part of NVIDIA's BAR0 nvrs reads: up to and including `PMC_BOOT_42` at 0xa00.
 const BAR0_MIN: usize = 0x1000;
-
-/// What kind of function an id-table entry matched.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Kind {
-    /// An NVIDIA GPU.
-    Nvidia,
-    /// A QEMU ivshmem-plain device, bound only with `emulated=1`.
-    Ivshmem,
-}
 
 kernel::pci_device_table!(
     PCI_TABLE,
@@ -158,7 +155,11 @@ impl pci::Driver for NvrsDriver {
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
         pin_init::pin_init_scope(move || {
             let kind = *info.ok_or(ENODEV)?;
-            if kind == Kind::Ivshmem && !crate::emulated() {
+            let policy = Policy {
+                bind_nvidia: crate::bind_nvidia(),
+                emulated: crate::emulated(),
+            };
+            if !policy.binds(kind, crate::helpers::driver_override_is_nvrs(pdev)) {
                 return Err(ENODEV);
             }
             // Managed: disabled again when probe fails or the device is unbound.

@@ -54,6 +54,7 @@ const _: () = assert!(MAX_HOPS == crate::topology::link::MAX_HOPS);
 
 extern "C" {
     fn nvrs_pcim_enable_device(pdev: *mut c_void) -> c_int;
+    fn nvrs_driver_override_is_nvrs(pdev: *mut c_void) -> bool;
     fn nvrs_pcim_request_region(
         pdev: *mut c_void,
         bar: c_int,
@@ -133,6 +134,13 @@ pub(crate) fn pcim_enable_device(pdev: &pci::Device<kernel::device::Core<'_>>) -
     // SAFETY: `raw_pci_dev` returns the valid `struct pci_dev` being probed (the `Core` context
     // guarantees we are in probe with the device lock held).
     kernel::error::to_result(unsafe { nvrs_pcim_enable_device(raw_pci_dev(pdev)) })
+}
+
+/// Whether the administrator handed `pdev` to nvrs through its sysfs `driver_override`.
+pub(crate) fn driver_override_is_nvrs(pdev: &pci::Device<kernel::device::Core<'_>>) -> bool {
+    // SAFETY: `raw_pci_dev` returns the valid `struct pci_dev` being probed, with the device
+    // lock held, so its `driver_override` cannot change under us.
+    unsafe { nvrs_driver_override_is_nvrs(raw_pci_dev(pdev)) }
 }
 
 /// Claims BAR `bar` of `pdev` for nvrs without mapping it, managed: released when probe fails

@@ -16,6 +16,7 @@
 //! - [`locking`]: the lock order of the whole module;
 //! - [`gpu`]: what nvrs knows about one bound GPU, the registry of bound GPUs, debugfs;
 //! - [`aperture`]: finding the framebuffer BAR among a function's BARs;
+//! - [`binding`]: which functions nvrs binds (opt-in);
 //! - [`emu_identity`]: the emulated GPU's identity block;
 //! - [`topology`]: links between GPUs and peer devices, and the P2P gate;
 //! - [`helpers`]: the FFI edge to `rust/helpers.c`;
@@ -35,6 +36,7 @@ use kernel::{
 
 mod aperture;
 mod bench;
+mod binding;
 mod chardev;
 mod driver;
 mod emu_identity;
@@ -66,6 +68,11 @@ module! {
         emulated: bool {
             default: false,
             description: "Also bind QEMU ivshmem-plain devices as emulated GPUs (test-beds only)",
+        },
+        bind_nvidia: bool {
+            default: false,
+            description: "Bind every NVIDIA GPU. Off: nvrs binds a GPU only if its sysfs \
+                driver_override is nvrs, so installing nvrs never takes a GPU from nvidia.ko",
         },
         p2p_topology: u32 {
             default: 0,
@@ -156,6 +163,11 @@ impl InPlaceModule for NvrsModule {
 /// Whether the `emulated` module parameter is set.
 pub(crate) fn emulated() -> bool {
     module_parameters::emulated.value()
+}
+
+/// Whether the `bind_nvidia` module parameter is set.
+pub(crate) fn bind_nvidia() -> bool {
+    module_parameters::bind_nvidia.value()
 }
 
 /// The `p2p_topology` module parameter.

@@ -67,7 +67,7 @@ mkdir -p "$CACHE"
 # --- 1. Debian packages --------------------------------------------------
 APT_PKGS="build-essential flex bison bc libelf-dev libssl-dev cpio kmod
 	busybox-static qemu-system-x86 libclang-$LLVM_VERSION-dev python3 libc6-dev
-	dpkg-dev xz-utils ca-certificates"
+	dpkg-dev xz-utils ca-certificates dkms"
 # The sanitizer kernel is built with clang (KASAN with Rust needs it).
 if [ -n "$KLLVM" ]; then
 	APT_PKGS="$APT_PKGS clang-$LLVM_VERSION lld-$LLVM_VERSION llvm-$LLVM_VERSION"

@@ -8,7 +8,8 @@
 #   3. module metadata: modinfo fields and the GPL export in Module.symvers;
 #   4. VM, PCIe-switch topology: KUnit suites + scenarios (probe, topology,
 #      p2p, isolation), with two ivshmem devices nvrs must refuse;
-#   5. VM, root-bus topology (devices across the host bridge), the two GPUs
+#   5. the DKMS package built by `dkms build`, then a VM with the module it
+#      built: root-bus topology (devices across the host bridge), the two GPUs
 #      declaring an NVLink pair;
 #   6. VM, PCIe switch without an IOMMU: the p2p scenario on bus addresses;
 #   7. VM on the sanitizer kernel (KASAN, UBSAN, SLUB debugging, debug
@@ -93,6 +94,8 @@ meta "description" '[ -n "$(modinfo -F description "$ko")" ]'
 meta "parameter emulated documented" 'modinfo -F parm "$ko" | grep -q "^emulated:.*(bool)"'
 meta "parameter p2p_topology documented" 'modinfo -F parm "$ko" | grep -q "^p2p_topology:.*(u32)"'
 meta "parameter peer_device documented" 'modinfo -F parm "$ko" | grep -q "^peer_device:.*(u32)"'
+meta "parameter bind_nvidia documented (GPUs are bound only on request)" \
+	'modinfo -F parm "$ko" | grep -q "^bind_nvidia:.*(bool)"'
 meta "alias for NVIDIA 3D controllers" 'modinfo -F alias "$ko" | grep -q "^pci:v000010DEd\*.*bc03sc02i"'
 meta "alias for NVIDIA VGA controllers" 'modinfo -F alias "$ko" | grep -q "^pci:v000010DEd\*.*bc03sc00i"'
 meta "nvrs_gpu_count exported GPL" 'grep -qP "\tnvrs_gpu_count\t.*\tEXPORT_SYMBOL_GPL" "$ROOT/Module.symvers"'
@@ -144,7 +147,30 @@ KUNIT=(--expect-suite nvrs_ident --expect-suite nvrs_emu_identity --expect-suite
 	--expect-suite nvrs_topology --expect-suite nvrs_pmm)
 vm switch --topology switch --bad-gpus --scenario probe --scenario topology --scenario p2p \
 	--scenario isolation "${KUNIT[@]}"
-vm rootbus-nvlink --topology root --nvlink --scenario probe --scenario topology "${KUNIT[@]}"
+# The DKMS package: `dkms build` against the test kernel tree (Debian's dkms,
+# in a private tree), and the module it builds is the one the next VM loads.
+step "DKMS package"
+DKMS_V=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"$/\1/p' "$ROOT/dkms.conf")
+KREL=$(cat "$KDIR/include/config/kernel.release")
+rm -rf "$OUT/dkms-root" "$OUT/dkms-tree"
+mkdir -p "$OUT/dkms-tree"
+DKMS_KO=$OUT/dkms-tree/nvrs/$DKMS_V/$KREL/$(uname -m)/module/nvrs.ko
+if make -s -C "$ROOT" DESTDIR="$OUT/dkms-root" dkms-source >"$OUT/dkms.log" 2>&1 &&
+	dkms add -m nvrs -v "$DKMS_V" --sourcetree "$OUT/dkms-root/usr/src" \
+		--dkmstree "$OUT/dkms-tree" >>"$OUT/dkms.log" 2>&1 &&
+	dkms build -m nvrs -v "$DKMS_V" -k "$KREL" --kernelsourcedir "$KDIR" \
+		--sourcetree "$OUT/dkms-root/usr/src" --dkmstree "$OUT/dkms-tree" >>"$OUT/dkms.log" 2>&1 &&
+	[ "$(modinfo -F vermagic "$DKMS_KO" | awk '{print $1}')" = "$KREL" ]; then
+	echo "ok - dkms build of nvrs $DKMS_V for $KREL: $DKMS_KO"
+	record "dkms build" 1 0
+else
+	cat "$OUT/dkms.log"
+	record "dkms build" 0 1
+	DKMS_KO=$ROOT/nvrs.ko
+fi
+OWN_MODULES=1 vm rootbus-nvlink-dkms --module "$DKMS_KO" --module "$ROOT/tests/consumer/nvrs_consumer.ko" \
+	--bin "$OUT/nvrs-tool" --bin "$OUT/nvrs-fuzz" \
+	--topology root --nvlink --scenario probe --scenario topology "${KUNIT[@]}"
 vm switch-noiommu --topology switch --iommu off --scenario probe --scenario p2p "${KUNIT[@]}"
 
 # The sanitizer kernel (clang-built: KASAN with Rust needs it) and the module

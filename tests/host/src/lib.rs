@@ -9,6 +9,8 @@
 
 #[path = "../../../src/aperture.rs"]
 pub(crate) mod aperture;
+#[path = "../../../src/binding.rs"]
+pub(crate) mod binding;
 #[path = "../../../src/emu_identity.rs"]
 pub(crate) mod emu_identity;
 #[path = "../../../hwref/mod.rs"]

@@ -354,3 +354,36 @@ fn emu_identity_rejects_bad_blocks() {
     b[0x3f] = 1;
     assert_eq!(EmuIdentity::parse(&b, bar).err(), Some(EmuError::Reserved));
 }
+
+/// Installing nvrs never takes a GPU: a real NVIDIA GPU is bound only through its
+/// `driver_override` or the `bind_nvidia` parameter; ivshmem only with `emulated`.
+#[test]
+fn binding_is_opt_in() {
+    use crate::binding::{Kind, Policy};
+    let default = Policy::default();
+    assert!(
+        !default.binds(Kind::Nvidia, false),
+        "a GPU bound by default"
+    );
+    assert!(
+        default.binds(Kind::Nvidia, true),
+        "driver_override=nvrs must bind"
+    );
+    assert!(!default.binds(Kind::Ivshmem, false));
+    assert!(
+        !default.binds(Kind::Ivshmem, true),
+        "ivshmem needs emulated=1"
+    );
+    let all = Policy {
+        bind_nvidia: true,
+        emulated: false,
+    };
+    assert!(all.binds(Kind::Nvidia, false));
+    assert!(!all.binds(Kind::Ivshmem, false));
+    let emu = Policy {
+        bind_nvidia: false,
+        emulated: true,
+    };
+    assert!(emu.binds(Kind::Ivshmem, false));
+    assert!(!emu.binds(Kind::Nvidia, false));
+}
