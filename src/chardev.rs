@@ -2,8 +2,8 @@
 
 //! `/dev/nvrs`: GPU memory allocation for user space (`include/uapi/nvrs.h`).
 //!
-//! Every open file of a process shares that process's [`VaSpace`]. The ioctls list GPUs,
-//! allocate and free GPU memory; `mmap` with the allocation's VA as the offset maps (a 64 KiB
+//! Every open file of a process shares that process's [`VaSpace`]. The ioctls list GPUs, give
+//! their stable statistics (`NVRS_IOCTL_GPU_STATS`, for tools), allocate and free GPU memory; `mmap` with the allocation's VA as the offset maps (a 64 KiB
 //! aligned part of) it for the CPU through the aperture, write-combined, filled on demand by the
 //! fault handler ([`crate::vaspace::cpu_map`]).
 //!
@@ -76,6 +76,38 @@ struct AllocArg {
     va: u64,
 }
 
+/// `struct nvrs_gpu_stats` (`NVRS_GPU_STATS_VERSION` 1).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct GpuStatsArg {
+    index: u32,
+    version: u32,
+    fb_total: u64,
+    fb_used: u64,
+    fb_free: u64,
+    fb_free_zeroed: u64,
+    largest_free: u64,
+    bar1_total: u64,
+    bar1_pinned: u64,
+    fragmentation_permille: u32,
+    pins: u32,
+    dma_mappings: u32,
+    chunk_levels: u32,
+    chunk_size: [u64; CHUNK_SIZES],
+    chunks: [[u64; CHUNK_SIZES]; CHUNK_STATES],
+    alloc_failures: u64,
+    reserved: [u64; 8],
+}
+
+/// `NVRS_GPU_STATS_VERSION`.
+const GPU_STATS_VERSION: u32 = 1;
+
+/// `NVRS_CHUNK_SIZES`, `NVRS_CHUNK_STATES`.
+const CHUNK_SIZES: usize = 4;
+const CHUNK_STATES: usize = 4;
+const _: () = assert!(CHUNK_SIZES == crate::pmm::MAX_SIZES);
+const _: () = assert!(CHUNK_STATES == crate::pmm::STATES);
+
 /// `struct nvrs_free`.
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
@@ -88,6 +120,10 @@ unsafe impl FromBytes for GpuInfoArg {}
 // SAFETY: As above.
 unsafe impl AsBytes for GpuInfoArg {}
 // SAFETY: As above.
+unsafe impl FromBytes for GpuStatsArg {}
+// SAFETY: As above.
+unsafe impl AsBytes for GpuStatsArg {}
+// SAFETY: As above.
 unsafe impl FromBytes for AllocArg {}
 // SAFETY: As above.
 unsafe impl AsBytes for AllocArg {}
@@ -99,11 +135,13 @@ unsafe impl AsBytes for FreeArg {}
 const _: () = assert!(core::mem::size_of::<GpuInfoArg>() == 88);
 const _: () = assert!(core::mem::size_of::<AllocArg>() == 24);
 const _: () = assert!(core::mem::size_of::<FreeArg>() == 8);
+const _: () = assert!(core::mem::size_of::<GpuStatsArg>() == 312);
 
 const GPU_COUNT: u32 = _IOR::<u32>(MAGIC, 0);
 const GPU_INFO: u32 = _IOWR::<GpuInfoArg>(MAGIC, 1);
 const ALLOC: u32 = _IOWR::<AllocArg>(MAGIC, 2);
 const FREE: u32 = _IOW::<FreeArg>(MAGIC, 3);
+const GPU_STATS: u32 = _IOWR::<GpuStatsArg>(MAGIC, 4);
 
 /// `NVRS_ALLOC_CONTIGUOUS`.
 const ALLOC_CONTIGUOUS: u32 = 1 << 0;
@@ -143,6 +181,39 @@ impl NvrsFile {
         copy_str(&mut a.name, g.name.to_str().unwrap_or(""));
         copy_str(&mut a.chip, g.ident.chipset.name);
         w.write(&a)?;
+        Ok(0)
+    }
+
+    fn gpu_stats(&self, arg: usize) -> Result<isize> {
+        let (mut r, mut w) =
+            UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<GpuStatsArg>())
+                .reader_writer();
+        let a: GpuStatsArg = r.read()?;
+        let g = gpu::by_index(a.index).ok_or(ENODEV)?;
+        let mut out = GpuStatsArg {
+            index: a.index,
+            version: GPU_STATS_VERSION,
+            bar1_total: g.aperture.len,
+            ..Default::default()
+        };
+        if let Some(mem) = &g.mem {
+            let s = mem.pmm.lock().stats();
+            out.fb_total = s.total_bytes;
+            out.fb_used = s.allocated_bytes + s.temp_pinned_bytes;
+            out.fb_free = s.free_bytes;
+            out.fb_free_zeroed = s.zeroed_free_bytes;
+            out.largest_free = s.largest_free;
+            out.fragmentation_permille = u32::try_from(s.fragmentation_permille())?;
+            out.chunk_levels = u32::try_from(s.levels)?;
+            out.chunk_size = s.sizes;
+            out.chunks = s.chunks;
+            out.alloc_failures = s.alloc_failures;
+            let (pins, bytes, maps) = crate::p2p::pin::stats_on(mem);
+            out.pins = u32::try_from(pins).unwrap_or(u32::MAX);
+            out.bar1_pinned = bytes;
+            out.dma_mappings = u32::try_from(maps).unwrap_or(u32::MAX);
+        }
+        w.write(&out)?;
         Ok(0)
     }
 
@@ -228,6 +299,7 @@ impl MiscDevice for NvrsFile {
                 Ok(0)
             }
             GPU_INFO => me.gpu_info(arg),
+            GPU_STATS => me.gpu_stats(arg),
             ALLOC => me.check_writer(file).and_then(|()| me.alloc(arg)),
             FREE => me.check_writer(file).and_then(|()| me.free(arg)),
             _ => Err(ENOTTY),

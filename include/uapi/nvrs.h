@@ -96,9 +96,67 @@ struct nvrs_free {
 	__u64 va;
 };
 
+/* Version of struct nvrs_gpu_stats this header describes. */
+#define NVRS_GPU_STATS_VERSION	1
+/* Entries of nvrs_gpu_stats.chunk_size[] and of each row of chunks[][]. */
+#define NVRS_CHUNK_SIZES	4
+/* Rows of nvrs_gpu_stats.chunks[][]: the memory manager's chunk states. */
+#define NVRS_CHUNK_FREE		0
+#define NVRS_CHUNK_ALLOCATED	1
+#define NVRS_CHUNK_IS_SPLIT	2
+#define NVRS_CHUNK_TEMP_PINNED	3
+#define NVRS_CHUNK_STATES	4
+
+/**
+ * struct nvrs_gpu_stats - NVRS_IOCTL_GPU_STATS: the stable statistics of one GPU
+ * @index: in: GPU index
+ * @version: out: NVRS_GPU_STATS_VERSION; later versions only add fields in
+ *	place of @reserved
+ * @fb_total: out: bytes of GPU memory nvrs manages (0 if it manages none)
+ * @fb_used: out: bytes allocated (including chunks being allocated)
+ * @fb_free: out: bytes free
+ * @fb_free_zeroed: out: bytes free and known to be zero
+ * @largest_free: out: the largest free extent in bytes (adjacent free 2 MiB
+ *	chunks count as one)
+ * @bar1_total: out: bytes of the framebuffer aperture (BAR1)
+ * @bar1_pinned: out: bytes of live nvidia_p2p pins
+ * @fragmentation_permille: out: 1000 * (1 - largest_free / fb_free), 0 when
+ *	nothing is free
+ * @pins: out: live nvidia_p2p pins
+ * @dma_mappings: out: live nvidia_p2p DMA mappings
+ * @chunk_levels: out: valid entries of @chunk_size
+ * @chunk_size: out: the memory manager's chunk sizes, smallest first
+ * @chunks: out: chunks per state (NVRS_CHUNK_*) and size (as @chunk_size)
+ * @alloc_failures: out: allocations the memory manager refused
+ * @reserved: zero
+ *
+ * debugfs keeps the detailed dumps; this is what tools such as nvidia-smi
+ * read, and it keeps its layout.
+ */
+struct nvrs_gpu_stats {
+	__u32 index;
+	__u32 version;
+	__u64 fb_total;
+	__u64 fb_used;
+	__u64 fb_free;
+	__u64 fb_free_zeroed;
+	__u64 largest_free;
+	__u64 bar1_total;
+	__u64 bar1_pinned;
+	__u32 fragmentation_permille;
+	__u32 pins;
+	__u32 dma_mappings;
+	__u32 chunk_levels;
+	__u64 chunk_size[NVRS_CHUNK_SIZES];
+	__u64 chunks[NVRS_CHUNK_STATES][NVRS_CHUNK_SIZES];
+	__u64 alloc_failures;
+	__u64 reserved[8];
+};
+
 #define NVRS_IOCTL_GPU_COUNT	_IOR(NVRS_IOCTL_MAGIC, 0, __u32)
 #define NVRS_IOCTL_GPU_INFO	_IOWR(NVRS_IOCTL_MAGIC, 1, struct nvrs_gpu_info)
 #define NVRS_IOCTL_ALLOC	_IOWR(NVRS_IOCTL_MAGIC, 2, struct nvrs_alloc)
 #define NVRS_IOCTL_FREE		_IOW(NVRS_IOCTL_MAGIC, 3, struct nvrs_free)
+#define NVRS_IOCTL_GPU_STATS	_IOWR(NVRS_IOCTL_MAGIC, 4, struct nvrs_gpu_stats)
 
 #endif /* _UAPI_NVRS_H */

@@ -182,6 +182,21 @@ pub(crate) fn drain_gpu(mem: &crate::fb::FbMemory) {
     }
 }
 
+/// Pins on the memory of `mem`, the bytes they pin and their DMA mappings.
+pub(crate) fn stats_on(mem: &crate::fb::FbMemory) -> (usize, u64, usize) {
+    let reg = PINS.lock();
+    let mut out = (0, 0, 0);
+    for p in reg
+        .all()
+        .filter(|p| core::ptr::eq(&*p.alloc.backing.mem, mem))
+    {
+        out.0 += 1;
+        out.1 += p.len;
+        out.2 += p.dma.lock().len();
+    }
+    out
+}
+
 /// Number of pins on the memory of `mem`.
 pub(crate) fn count_on(mem: &crate::fb::FbMemory) -> usize {
     PINS.lock()

@@ -10,6 +10,7 @@
  *
  *   count                      print the number of GPUs
  *   info GPU                   print a GPU's info
+ *   stats GPU                  print a GPU's NVRS_IOCTL_GPU_STATS
  *   alloc SLOT GPU SIZE [contig] [zero]
  *   free SLOT                  free the allocation in SLOT
  *   freeva VA                  NVRS_IOCTL_FREE of a raw VA
@@ -81,6 +82,8 @@
 #include <unistd.h>
 
 #include "nvrs.h"
+
+_Static_assert(sizeof(struct nvrs_gpu_stats) == 312, "struct nvrs_gpu_stats layout");
 
 #define CTL "/sys/kernel/debug/nvrs_consumer/ctl"
 
@@ -964,6 +967,25 @@ static int run(int argc, char **argv)
 		       info.index, info.name, info.chip, info.chipset,
 		       (unsigned long long)info.fb_size,
 		       (unsigned long long)info.fb_free);
+	} else if (!strcmp(cmd, "stats") && argc == 2) {
+		struct nvrs_gpu_stats st = { .index = atoi(argv[1]) };
+		int i;
+
+		if (ioctl(fd, NVRS_IOCTL_GPU_STATS, &st))
+			return -errno;
+		printf("stats gpu %u version %u fb_total %llu fb_used %llu fb_free %llu largest_free %llu bar1_total %llu bar1_pinned %llu pins %u dma_mappings %u fragmentation %u levels %u\n",
+		       st.index, st.version, (unsigned long long)st.fb_total,
+		       (unsigned long long)st.fb_used, (unsigned long long)st.fb_free,
+		       (unsigned long long)st.largest_free, (unsigned long long)st.bar1_total,
+		       (unsigned long long)st.bar1_pinned, st.pins, st.dma_mappings,
+		       st.fragmentation_permille, st.chunk_levels);
+		for (i = 0; i < (int)st.chunk_levels && i < NVRS_CHUNK_SIZES; i++)
+			printf("stats size %llu free %llu allocated %llu split %llu temp_pinned %llu\n",
+			       (unsigned long long)st.chunk_size[i],
+			       (unsigned long long)st.chunks[NVRS_CHUNK_FREE][i],
+			       (unsigned long long)st.chunks[NVRS_CHUNK_ALLOCATED][i],
+			       (unsigned long long)st.chunks[NVRS_CHUNK_IS_SPLIT][i],
+			       (unsigned long long)st.chunks[NVRS_CHUNK_TEMP_PINNED][i]);
 	} else if (!strcmp(cmd, "alloc") && argc >= 4) {
 		struct nvrs_alloc a = {
 			.gpu = atoi(argv[2]), .size = parse_size(argv[3]),
