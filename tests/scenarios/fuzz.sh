@@ -7,7 +7,6 @@
 
 . /scenarios/lib.sh
 M=/lib/modules
-D=/sys/kernel/debug/nvrs
 SEED=${NVRS_FUZZ_SEED:-20261202}
 OPS=${NVRS_FUZZ_OPS:-100000}
 
@@ -20,11 +19,7 @@ else
 fi
 while IFS= read -r l; do diag "  $l"; done </tmp/fuzz.out
 echo "nvrs-fuzz-count: $(sed -n 's/.*: \([0-9]*\) operations; results.*/\1/p' /tmp/fuzz.out)"
-check "no pins left" grep -qx "pins: 0" $D/p2p
-for g in $(nvrs_bound); do
-	check "$g memory all free again" sh -c \
-		"grep -q \"^free_bytes: $(fb_total $g)\$\" $D/$g/pmm/stats"
-done
+check_all_returned
 check "rmmod consumer" rmmod nvrs_consumer
 check "rmmod nvrs" rmmod nvrs
 done_testing

@@ -115,9 +115,7 @@ tool "bad-input matrix (put_pages_persistent of an unknown table: -EINVAL)" \
 	alloc A 0 2M \; ctl pin 15 @A 0x100000 \; ctl badinput @A 0x100000 \; ctl put 15 \; free A
 
 check "rmmod consumer" rmmod nvrs_consumer
-check "no pins left at the end" grep -qx "pins: 0" $D/p2p
-check "GPU0 memory all free again" sh -c \
-	"grep -q \"^free_bytes: $(fb_total $GPU0)\$\" $D/$GPU0/pmm/stats"
+check_all_returned
 diag "$(cat /proc/modules)"
 check "rmmod nvrs" rmmod nvrs
 done_testing

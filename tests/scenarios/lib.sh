@@ -101,3 +101,12 @@ HOSTSYNC="sh /scenarios/hostsync.sh"
 fb_total() {
 	sed -n "s/^total_bytes: \([0-9]*\).*/\1/p" /sys/kernel/debug/nvrs/$1/pmm/stats
 }
+
+# check_all_returned: no pin is left and every bound GPU's memory is free.
+check_all_returned() {
+	check "no pins left" grep -qx "pins: 0" /sys/kernel/debug/nvrs/p2p
+	for _g in $(nvrs_bound); do
+		check "$_g memory all free again" sh -c \
+			"grep -q \"^free_bytes: $(fb_total $_g)\$\" /sys/kernel/debug/nvrs/$_g/pmm/stats"
+	done
+}

@@ -802,7 +802,7 @@ static void *soak_putter(void *arg)
 static void *soak_mapper(void *arg)
 {
 	struct soak *k = arg;
-	unsigned int seed = 1234;
+	unsigned int seed = 1234 + k->index;
 
 	while (time(NULL) < k->deadline) {
 		struct nvrs_alloc a = { .gpu = k->gpu, .size = (1 + rnd(&seed, 16)) << 16 };
@@ -871,10 +871,7 @@ static int soak(int gpu, int seconds)
 	int i;
 
 	for (i = 0; i < 8; i++) {
-		k[i] = (struct soak){ .gpu = gpu, .index = i < 4 ? i : 4 + i,
-				      .deadline = time(NULL) + seconds };
-		if (i < 4)
-			k[i].index = i;
+		k[i] = (struct soak){ .gpu = gpu, .index = i, .deadline = time(NULL) + seconds };
 		pthread_create(&th[i], NULL, fns[i], &k[i]);
 	}
 	for (i = 0; i < 8; i++) {
