@@ -12,7 +12,9 @@
 #include <linux/mm_types.h>
 
 struct device;
+struct dma_buf;
 struct pci_dev;
+struct sg_table;
 
 #define NVRS_PCI_MAX_HOPS	8
 
@@ -70,6 +72,33 @@ void nvrs_process_put(void *pid);
 int nvrs_zero_mmio(u64 phys, u64 len);
 bool nvrs_module_get(void);
 void nvrs_module_put(void);
+
+/* rust/dmabuf.c: the dma-buf exporter. */
+struct nvrs_dma_run {
+	u64 dma;		/* DMA address of a physically contiguous run */
+	u64 len;		/* bytes */
+};
+
+int nvrs_dmabuf_export(void *export, u64 size, struct dma_buf **out);
+int nvrs_dmabuf_fd(struct dma_buf *dmabuf);
+bool nvrs_dmabuf_tryget(struct dma_buf *dmabuf);
+void nvrs_dmabuf_put(struct dma_buf *dmabuf);
+void nvrs_dmabuf_invalidate(struct dma_buf *dmabuf);
+void nvrs_dmabuf_zap(struct dma_buf *dmabuf);
+struct sg_table *nvrs_sgt_build(struct pci_dev *dev,
+				const struct nvrs_dma_run *runs, u32 n,
+				void *mapping);
+
+/* Implemented in Rust (src/dmabuf/ops.rs). */
+int nvrs_dmabuf_attach_rs(void *export, struct pci_dev *importer,
+			  bool peer2peer);
+int nvrs_dmabuf_pin_rs(void *export, bool pin);
+int nvrs_dmabuf_map_rs(void *export, struct pci_dev *importer, bool revocable,
+		       struct sg_table **out);
+void nvrs_dmabuf_unmap_rs(void *export, void *mapping);
+void nvrs_dmabuf_release_rs(void *export);
+int nvrs_dmabuf_mmap_rs(void *export, bool shared, bool exec);
+vm_fault_t nvrs_dmabuf_fault_rs(void *export, void *vmf, u64 file_off);
 
 /* Implemented in Rust (src/vaspace/cpu_map.rs, src/vaspace/mod.rs). */
 vm_fault_t nvrs_alloc_fault(void *alloc, void *vmf, u64 file_off);

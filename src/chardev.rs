@@ -12,6 +12,8 @@
 //! (`-EBADF`). Releasing an allocation (free, process exit, GPU removal) removes its user
 //! mappings: later accesses through them fault with `SIGBUS`.
 //!
+//! `NVRS_IOCTL_EXPORT_DMABUF` exports part of an allocation as a dma-buf ([`crate::dmabuf`]).
+//!
 //! The node is created mode 0600 (root only); see the UAPI header for the access policy.
 
 use kernel::{
@@ -76,7 +78,7 @@ struct AllocArg {
     va: u64,
 }
 
-/// `struct nvrs_gpu_stats` (`NVRS_GPU_STATS_VERSION` 1).
+/// `struct nvrs_gpu_stats` (`NVRS_GPU_STATS_VERSION` 2).
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 struct GpuStatsArg {
@@ -96,17 +98,29 @@ struct GpuStatsArg {
     chunk_size: [u64; CHUNK_SIZES],
     chunks: [[u64; CHUNK_SIZES]; CHUNK_STATES],
     alloc_failures: u64,
-    reserved: [u64; 8],
+    dmabufs: u32,
+    dmabuf_mappings: u32,
+    reserved: [u64; 7],
 }
 
 /// `NVRS_GPU_STATS_VERSION`.
-const GPU_STATS_VERSION: u32 = 1;
+const GPU_STATS_VERSION: u32 = 2;
 
 /// `NVRS_CHUNK_SIZES`, `NVRS_CHUNK_STATES`.
 const CHUNK_SIZES: usize = 4;
 const CHUNK_STATES: usize = 4;
 const _: () = assert!(CHUNK_SIZES == crate::pmm::MAX_SIZES);
 const _: () = assert!(CHUNK_STATES == crate::pmm::STATES);
+
+/// `struct nvrs_export_dmabuf`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct ExportArg {
+    va: u64,
+    size: u64,
+    flags: u32,
+    fd: i32,
+}
 
 /// `struct nvrs_free`.
 #[repr(C)]
@@ -128,6 +142,10 @@ unsafe impl FromBytes for AllocArg {}
 // SAFETY: As above.
 unsafe impl AsBytes for AllocArg {}
 // SAFETY: As above.
+unsafe impl FromBytes for ExportArg {}
+// SAFETY: As above.
+unsafe impl AsBytes for ExportArg {}
+// SAFETY: As above.
 unsafe impl FromBytes for FreeArg {}
 // SAFETY: As above.
 unsafe impl AsBytes for FreeArg {}
@@ -135,6 +153,7 @@ unsafe impl AsBytes for FreeArg {}
 const _: () = assert!(core::mem::size_of::<GpuInfoArg>() == 88);
 const _: () = assert!(core::mem::size_of::<AllocArg>() == 24);
 const _: () = assert!(core::mem::size_of::<FreeArg>() == 8);
+const _: () = assert!(core::mem::size_of::<ExportArg>() == 24);
 const _: () = assert!(core::mem::size_of::<GpuStatsArg>() == 312);
 
 const GPU_COUNT: u32 = _IOR::<u32>(MAGIC, 0);
@@ -142,6 +161,7 @@ const GPU_INFO: u32 = _IOWR::<GpuInfoArg>(MAGIC, 1);
 const ALLOC: u32 = _IOWR::<AllocArg>(MAGIC, 2);
 const FREE: u32 = _IOW::<FreeArg>(MAGIC, 3);
 const GPU_STATS: u32 = _IOWR::<GpuStatsArg>(MAGIC, 4);
+const EXPORT_DMABUF: u32 = _IOWR::<ExportArg>(MAGIC, 5);
 
 /// `NVRS_ALLOC_CONTIGUOUS`.
 const ALLOC_CONTIGUOUS: u32 = 1 << 0;
@@ -212,6 +232,9 @@ impl NvrsFile {
             out.pins = u32::try_from(pins).unwrap_or(u32::MAX);
             out.bar1_pinned = bytes;
             out.dma_mappings = u32::try_from(maps).unwrap_or(u32::MAX);
+            let (exports, importer_maps) = crate::dmabuf::stats_on(mem);
+            out.dmabufs = u32::try_from(exports).unwrap_or(u32::MAX);
+            out.dmabuf_mappings = u32::try_from(importer_maps).unwrap_or(u32::MAX);
         }
         w.write(&out)?;
         Ok(0)
@@ -244,6 +267,23 @@ impl NvrsFile {
             let _ = self.vs.free(span.start());
             return Err(e);
         }
+        Ok(0)
+    }
+
+    fn export_dmabuf(&self, arg: usize) -> Result<isize> {
+        let (mut r, mut w) =
+            UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<ExportArg>())
+                .reader_writer();
+        let mut a: ExportArg = r.read()?;
+        if a.flags != 0 || a.fd != 0 {
+            return Err(EINVAL);
+        }
+        let fd = crate::dmabuf::export(&self.vs, a.va, a.size)?;
+        a.fd = fd;
+        // The descriptor is already installed: on a fault writing it back, the caller cannot
+        // learn it, but closing it is the process's own business (as for any fd-returning
+        // ioctl that faults after `fd_install`).
+        w.write(&a)?;
         Ok(0)
     }
 
@@ -302,6 +342,7 @@ impl MiscDevice for NvrsFile {
             GPU_STATS => me.gpu_stats(arg),
             ALLOC => me.check_writer(file).and_then(|()| me.alloc(arg)),
             FREE => me.check_writer(file).and_then(|()| me.free(arg)),
+            EXPORT_DMABUF => me.check_writer(file).and_then(|()| me.export_dmabuf(arg)),
             _ => Err(ENOTTY),
         }
     }

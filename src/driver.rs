@@ -248,6 +248,14 @@ impl NvrsDriver {
         mem.set_gone_and_wait();
         crate::vaspace::release_gpu(gpu);
         crate::p2p::pin::drain_gpu(mem);
+        let importers = crate::dmabuf::revoke_gpu(mem);
+        if importers != 0 {
+            dev_warn!(
+                pdev,
+                "{} pinned dma-buf importers cannot be revoked and keep their mappings; the memory is not handed out again until they release it\n",
+                importers
+            );
+        }
         let pins = crate::p2p::pin::count_on(mem);
         if pins != 0 {
             dev_warn!(

@@ -312,7 +312,7 @@ impl Fault {
     /// # Safety
     ///
     /// `vmf` must be the `struct vm_fault` being handled, valid until the returned value is
-    /// dropped, on a VMA set up by [`vma_setup`].
+    /// dropped, on a VMA set up by [`vma_setup`] or by the dma-buf `mmap` (`rust/dmabuf.c`).
     pub(crate) unsafe fn from_raw(vmf: *mut c_void) -> Self {
         // INVARIANT: By the caller's guarantee.
         Self { vmf }

@@ -19,6 +19,7 @@
 //! - [`binding`]: which functions nvrs binds (opt-in);
 //! - [`emu_identity`]: the emulated GPU's identity block;
 //! - [`topology`]: links between GPUs and peer devices, and the P2P gate;
+//! - [`dmabuf`]: dma-buf export of GPU memory for RDMA drivers and other importers;
 //! - [`helpers`]: the FFI edge to `rust/helpers.c`;
 //! - `hwref` (top-level `hwref/`): per-architecture tables and chip identification.
 
@@ -38,6 +39,7 @@ mod aperture;
 mod bench;
 mod binding;
 mod chardev;
+mod dmabuf;
 mod driver;
 mod emu_identity;
 mod exports;
@@ -129,6 +131,7 @@ impl ModuleState {
         let va_size = u64::from(module_parameters::va_space_mib.value()) << 20;
         vaspace::init_registry(va_size);
         p2p::pin::init_registry();
+        dmabuf::init_registry();
         p2p::quarantine::init()?;
         Ok(Self(()))
     }
@@ -138,6 +141,7 @@ impl Drop for ModuleState {
     fn drop(&mut self) {
         vaspace::fini_registry();
         p2p::pin::fini_registry();
+        dmabuf::fini_registry();
         p2p::quarantine::fini();
         fb::fini_retired();
     }
@@ -191,6 +195,7 @@ fn render_bench(_: &(), f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
 
 fn render_p2p(_: &(), f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     p2p::pin::render(f)?;
+    dmabuf::render(f)?;
     vaspace::render_va(f)
 }
 

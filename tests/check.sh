@@ -108,7 +108,8 @@ mf=0
 meta "rustfmt --check of the module and the host crate" \
 	'rustfmt --config-path "$KSRC/.rustfmt.toml" --edition 2021 --check "$ROOT/src/nvrs.rs" "$ROOT/tests/host/src/lib.rs" "$ROOT/tests/host/examples/pmm_bench.rs"'
 for f in rust/helpers.c rust/helpers.h rust/bench_buddy.c include/nvrs.h \
-	include/nvrs_emu_identity.h include/uapi/nvrs.h tests/consumer/nvrs_consumer.c; do
+	include/nvrs_emu_identity.h include/uapi/nvrs.h rust/dmabuf.c \
+	tests/consumer/consumer.c tests/consumer/consumer.h tests/consumer/dmabuf.c; do
 	meta "checkpatch $f" 'perl "$KSRC/scripts/checkpatch.pl" --no-tree --quiet -f "$ROOT/$f" >/dev/null'
 done
 # The exported functions are defined in Rust, so EXPORT_SYMBOL_GPL cannot follow them.
@@ -146,7 +147,7 @@ vm() {
 KUNIT=(--expect-suite nvrs_ident --expect-suite nvrs_emu_identity --expect-suite nvrs_gpus
 	--expect-suite nvrs_topology --expect-suite nvrs_pmm)
 vm switch --topology switch --bad-gpus --scenario probe --scenario topology --scenario p2p \
-	--scenario isolation "${KUNIT[@]}"
+	--scenario isolation --scenario dmabuf "${KUNIT[@]}"
 # The DKMS package: `dkms build` against the test kernel tree (Debian's dkms,
 # in a private tree), and the module it builds is the one the next VM loads.
 step "DKMS package"
@@ -171,7 +172,8 @@ fi
 OWN_MODULES=1 vm rootbus-nvlink-dkms --module "$DKMS_KO" --module "$ROOT/tests/consumer/nvrs_consumer.ko" \
 	--bin "$OUT/nvrs-tool" --bin "$OUT/nvrs-fuzz" \
 	--topology root --nvlink --scenario probe --scenario topology "${KUNIT[@]}"
-vm switch-noiommu --topology switch --iommu off --scenario probe --scenario p2p "${KUNIT[@]}"
+vm switch-noiommu --topology switch --iommu off --scenario probe --scenario p2p \
+	--scenario dmabuf "${KUNIT[@]}"
 
 # The sanitizer kernel (clang-built: KASAN with Rust needs it) and the module
 # built against it, in a copy of the tree so the check build stays as it is.
@@ -197,7 +199,7 @@ if san_env=$("$TESTS/bootstrap.sh" sanitize) && (
 		--timeout 1500 --module "$SAN/nvrs.ko" --module "$SAN/tests/consumer/nvrs_consumer.ko" \
 		--bin "$OUT/nvrs-tool" --bin "$OUT/nvrs-fuzz" --topology switch \
 		--scenario probe --scenario topology --scenario p2p --scenario isolation \
-		--scenario faultinject --scenario fuzz "${KUNIT[@]}"
+		--scenario dmabuf --scenario faultinject --scenario fuzz "${KUNIT[@]}"
 	log=$OUT/vm-sanitize-console.log
 	SUMMARY+=("     fault injection: $(sed -n 's/.*nvrs-faultinject: points \([0-9]*\).*/\1/p' "$log" | tail -n1) injection points exercised")
 	SUMMARY+=("     fuzzing: $(sed -n 's/.*nvrs-fuzz-count: \([0-9]*\).*/\1/p' "$log" | tail -n1) operations")

@@ -15,7 +15,7 @@ import sys
 
 ROOT = os.environ.get("NVRS_ROOT") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOWER = {"gpu", "fb", "pmm", "hwref", "aperture", "binding", "emu_identity", "kstorage", "helpers"}
-UPPER = {"vaspace", "p2p", "chardev", "driver", "topology", "bench", "kunit", "exports"}
+UPPER = {"vaspace", "p2p", "dmabuf", "chardev", "driver", "topology", "bench", "kunit", "exports"}
 PURE = {"topology": ("link",), "p2p": ("abi", "coalesce"), "vaspace": ("range", "layout")}
 
 

@@ -33,6 +33,20 @@
  * the process that opened it (-EPERM); ALLOC on a GPU whose memory is still
  * pinned from before it was last removed gives -EBUSY until those pins are
  * put.
+ *
+ * dma-buf: NVRS_IOCTL_EXPORT_DMABUF turns a 64 KiB-aligned range of an
+ * allocation into a dma-buf file descriptor, the form in which RDMA drivers
+ * (ibv_reg_dmabuf_mr()) and other devices import memory. The dma-buf holds
+ * its memory: freeing the VA, or the process exiting, does not free memory a
+ * dma-buf still references; the memory returns once the allocation is freed
+ * and the last reference to each of its dma-bufs is gone. Importers must be
+ * able to do peer-to-peer DMA (allow_peer2peer) on a path the P2P topology
+ * gate allows (-EOPNOTSUPP otherwise). When the GPU goes away, importers are
+ * told to unmap (dma_buf_invalidate_mappings()) and new mappings or attaches
+ * fail with -ENODEV; CPU mappings of the dma-buf then raise SIGBUS. Pinned
+ * importers that cannot be revoked keep their mapping, and the memory stays
+ * held (and is not handed out again) until they release it, as for a
+ * persistent nvidia_p2p pin.
  */
 #ifndef _UAPI_NVRS_H
 #define _UAPI_NVRS_H
@@ -97,7 +111,7 @@ struct nvrs_free {
 };
 
 /* Version of struct nvrs_gpu_stats this header describes. */
-#define NVRS_GPU_STATS_VERSION	1
+#define NVRS_GPU_STATS_VERSION	2
 /* Entries of nvrs_gpu_stats.chunk_size[] and of each row of chunks[][]. */
 #define NVRS_CHUNK_SIZES	4
 /* Rows of nvrs_gpu_stats.chunks[][]: the memory manager's chunk states. */
@@ -128,6 +142,8 @@ struct nvrs_free {
  * @chunk_size: out: the memory manager's chunk sizes, smallest first
  * @chunks: out: chunks per state (NVRS_CHUNK_*) and size (as @chunk_size)
  * @alloc_failures: out: allocations the memory manager refused
+ * @dmabufs: out: live dma-bufs exported from the GPU's memory (version 2)
+ * @dmabuf_mappings: out: importer mappings of them (version 2)
  * @reserved: zero
  *
  * debugfs keeps the detailed dumps; this is what tools such as nvidia-smi
@@ -150,7 +166,31 @@ struct nvrs_gpu_stats {
 	__u64 chunk_size[NVRS_CHUNK_SIZES];
 	__u64 chunks[NVRS_CHUNK_STATES][NVRS_CHUNK_SIZES];
 	__u64 alloc_failures;
-	__u64 reserved[8];
+	__u32 dmabufs;
+	__u32 dmabuf_mappings;
+	__u64 reserved[7];
+};
+
+/**
+ * struct nvrs_export_dmabuf - NVRS_IOCTL_EXPORT_DMABUF
+ * @va: in: first byte, inside one of the caller's allocations, a multiple of
+ *	NVRS_ALLOC_ALIGN
+ * @size: in: bytes, a non-zero multiple of NVRS_ALLOC_ALIGN, within the
+ *	same allocation
+ * @flags: in: zero (no flags are defined yet)
+ * @fd: out: the dma-buf, opened read-write with O_CLOEXEC
+ *
+ * Needs a file opened for writing (-EBADF) by the owning process (-EPERM).
+ * Errors: -EINVAL for a zero, unaligned or overflowing range or non-zero
+ * flags or @fd; -ENOENT if [@va, @va + @size) is not inside one live
+ * allocation of the caller; -ENODEV if its GPU is going away; -EMFILE if the
+ * process has no free descriptor.
+ */
+struct nvrs_export_dmabuf {
+	__u64 va;
+	__u64 size;
+	__u32 flags;
+	__s32 fd;
 };
 
 #define NVRS_IOCTL_GPU_COUNT	_IOR(NVRS_IOCTL_MAGIC, 0, __u32)
@@ -158,5 +198,6 @@ struct nvrs_gpu_stats {
 #define NVRS_IOCTL_ALLOC	_IOWR(NVRS_IOCTL_MAGIC, 2, struct nvrs_alloc)
 #define NVRS_IOCTL_FREE		_IOW(NVRS_IOCTL_MAGIC, 3, struct nvrs_free)
 #define NVRS_IOCTL_GPU_STATS	_IOWR(NVRS_IOCTL_MAGIC, 4, struct nvrs_gpu_stats)
+#define NVRS_IOCTL_EXPORT_DMABUF _IOWR(NVRS_IOCTL_MAGIC, 5, struct nvrs_export_dmabuf)
 
 #endif /* _UAPI_NVRS_H */

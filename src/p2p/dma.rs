@@ -32,6 +32,65 @@ struct Run {
     len: u64,
 }
 
+/// Physically contiguous runs of GPU aperture DMA-mapped for one peer, one `dma_map_resource`
+/// each. Dropping it unmaps them. Shared by `nvidia_p2p` mappings and dma-buf mappings
+/// ([`crate::dmabuf`]).
+pub(crate) struct PeerRuns {
+    runs: KVVec<Run>,
+    peer: PeerRef,
+}
+
+impl PeerRuns {
+    /// Maps each `(physical address, length)` of `runs` for `peer`; on failure, what was mapped
+    /// is unmapped again.
+    ///
+    /// # Safety
+    ///
+    /// Every run must be GPU memory that stays allocated until the result is dropped.
+    pub(crate) unsafe fn map(
+        peer: PeerRef,
+        runs: impl Iterator<Item = (u64, u64)>,
+    ) -> Result<Self> {
+        let mut this = Self {
+            runs: KVVec::new(),
+            peer,
+        };
+        for (phys, len) in runs {
+            this.runs.reserve(1, GFP_KERNEL)?;
+            // SAFETY: The run stays allocated until `this` is dropped (function safety
+            // requirement), and `this` unmaps it then.
+            let dma = unsafe { helpers::dma_map_mmio(&this.peer, phys, len) }?;
+            // Room was reserved above.
+            let _ = this.runs.push_within_capacity(Run { dma, len });
+        }
+        Ok(this)
+    }
+
+    /// The runs as `(DMA address, length)`, in order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.runs.iter().map(|r| (r.dma, r.len))
+    }
+
+    /// Number of `dma_map_resource` mappings.
+    pub(crate) fn count(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// The peer the runs are mapped for.
+    pub(crate) fn peer(&self) -> &PeerRef {
+        &self.peer
+    }
+}
+
+impl Drop for PeerRuns {
+    fn drop(&mut self) {
+        for r in self.runs.iter() {
+            // SAFETY: Every run was mapped for `self.peer` in `map` and is unmapped only here.
+            unsafe { helpers::dma_unmap_mmio(&self.peer, r.dma, r.len) };
+        }
+    }
+}
+
 /// A DMA mapping of a table for one peer: the C-visible `nvidia_p2p_dma_mapping`, its address
 /// array, and the runs to unmap. Dropping it unmaps.
 ///
@@ -41,11 +100,10 @@ pub(crate) struct DmaMapping {
     /// Always `Some` until dropped.
     mapping: Option<KBox<abi::DmaMapping>>,
     _addrs: KVVec<u64>,
-    runs: KVVec<Run>,
-    peer: PeerRef,
+    runs: PeerRuns,
 }
 
-// SAFETY: The raw pointers inside `mapping` point into `_addrs` and at the peer, which `peer`
+// SAFETY: The raw pointers inside `mapping` point into `_addrs` and at the peer, which `runs`
 // holds a reference on; nothing writes through them after construction.
 unsafe impl Send for DmaMapping {}
 // SAFETY: As above: shared access only reads.
@@ -57,14 +115,7 @@ impl DmaMapping {
     pub(crate) fn new(table: &TableMemory, peer: PeerRef, coalesce: bool) -> Result<Self> {
         let n = usize::try_from(table.entries())?;
         let mut addrs = KVVec::with_capacity(n, GFP_KERNEL)?;
-        let mut this_runs = KVVec::new();
         let phys = (0..n).map(|i| table.phys(i).unwrap_or(0));
-        let unwind = |runs: &KVVec<Run>| {
-            for r in runs.iter() {
-                // SAFETY: Each run was mapped for `peer` above and not yet unmapped.
-                unsafe { helpers::dma_unmap_mmio(&peer, r.dma, r.len) };
-            }
-        };
         let groups: KVVec<(usize, usize, u64)> = {
             let mut g = KVVec::new();
             if coalesce {
@@ -78,26 +129,17 @@ impl DmaMapping {
             }
             g
         };
-        for &(_, count, first) in groups.iter() {
-            let len = u64::try_from(count)? * P2P_PAGE_SIZE;
-            // SAFETY: The table's pages are GPU memory its pin holds; the pin drops this mapping
-            // (unmapping it) before it ends.
-            let dma = match unsafe { helpers::dma_map_mmio(&peer, first, len) } {
-                Ok(d) => d,
-                Err(e) => {
-                    unwind(&this_runs);
-                    return Err(e);
-                }
-            };
-            if let Err(e) = this_runs.push(Run { dma, len }, GFP_KERNEL) {
-                // SAFETY: Just mapped for `peer`.
-                unsafe { helpers::dma_unmap_mmio(&peer, dma, len) };
-                unwind(&this_runs);
-                return Err(e.into());
-            }
-            for k in 0..count {
+        let lens = groups.iter().map(|&(_, count, first)| {
+            // At most `n` pages: no overflow.
+            (first, u64::try_from(count).unwrap_or(0) * P2P_PAGE_SIZE)
+        });
+        // SAFETY: The table's pages are GPU memory its pin holds; the pin drops this mapping
+        // (unmapping it) before it ends.
+        let mapped = unsafe { PeerRuns::map(peer, lens) }?;
+        for (dma, len) in mapped.iter() {
+            for k in 0..len / P2P_PAGE_SIZE {
                 // Capacity was reserved for every entry.
-                let _ = addrs.push_within_capacity(dma + u64::try_from(k)? * P2P_PAGE_SIZE);
+                let _ = addrs.push_within_capacity(dma + k * P2P_PAGE_SIZE);
             }
         }
         let mapping = KBox::new(
@@ -107,22 +149,15 @@ impl DmaMapping {
                 entries: table.entries(),
                 dma_addresses: addrs.as_mut_ptr(),
                 private: core::ptr::null_mut(),
-                pci_dev: peer.as_abi(),
+                pci_dev: mapped.peer().as_abi(),
             },
             GFP_KERNEL,
-        );
-        match mapping {
-            Ok(mapping) => Ok(Self {
-                mapping: Some(mapping),
-                _addrs: addrs,
-                runs: this_runs,
-                peer,
-            }),
-            Err(e) => {
-                unwind(&this_runs);
-                Err(e.into())
-            }
-        }
+        )?;
+        Ok(Self {
+            mapping: Some(mapping),
+            _addrs: addrs,
+            runs: mapped,
+        })
     }
 
     /// The mapping's address, as handed to the consumer (its name in later calls).
@@ -139,21 +174,18 @@ impl DmaMapping {
 
     /// The peer the mapping is for.
     pub(crate) fn peer(&self) -> &PeerRef {
-        &self.peer
+        self.runs.peer()
     }
 
     /// Number of `dma_map_resource` mappings.
     pub(crate) fn run_count(&self) -> usize {
-        self.runs.len()
+        self.runs.count()
     }
 }
 
 impl Drop for DmaMapping {
     fn drop(&mut self) {
-        for r in self.runs.iter() {
-            // SAFETY: Every run was mapped for `self.peer` in `new` and is unmapped only here.
-            unsafe { helpers::dma_unmap_mmio(&self.peer, r.dma, r.len) };
-        }
+        // `runs` unmaps when it is dropped, after this.
         if let Some(m) = self.mapping.take() {
             crate::p2p::quarantine::park(crate::p2p::quarantine::Parked::Mapping(m));
         }

@@ -28,8 +28,9 @@
 //!   faults (`SIGBUS`) and can never reach memory handed to someone else, however `mmap`, fault
 //!   and release interleave.
 //! * **No pin outlives the memory.** Release revokes every non-persistent pin (its free callback
-//!   runs, then its DMA mappings are torn down) before the memory returns. Persistent pins keep
-//!   their chunks allocated until they are put.
+//!   runs, then its DMA mappings are torn down) before the memory returns. Persistent pins and
+//!   exported dma-bufs ([`crate::dmabuf`]) keep their chunks allocated until they are put or
+//!   released.
 //!
 //! # Lifetime
 //!
@@ -215,6 +216,9 @@ pub(crate) struct AllocState {
     /// Live pins (persistent and not), counted; the pins themselves are in the pin registry
     /// ([`crate::p2p::pin::PINS`]). Each holds the allocation.
     pub(crate) pins: usize,
+    /// dma-bufs exported from the allocation that still hold its memory
+    /// ([`crate::dmabuf`]); like persistent pins, they keep it past release.
+    pub(crate) dmabufs: usize,
     /// The device inodes the allocation is mapped through for the CPU (usually one; a second
     /// device node is another inode), to remove the user mappings when it is released.
     pub(crate) mapped: KVec<MappedInode>,
@@ -298,11 +302,22 @@ impl Allocation {
         self.give_back_if_unused();
     }
 
-    /// Returns the memory (once) if the allocation is released and unpinned.
+    /// Called by a dma-buf export when it stops holding the memory: returns the memory if the
+    /// allocation was released and nothing else holds it.
+    pub(crate) fn dmabuf_gone(&self) {
+        {
+            let mut st = self.state.lock();
+            st.dmabufs = st.dmabufs.saturating_sub(1);
+        }
+        self.give_back_if_unused();
+    }
+
+    /// Returns the memory (once) if the allocation is released, unpinned and not held by a
+    /// dma-buf.
     fn give_back_if_unused(&self) {
         let touched = {
             let st = self.state.lock();
-            if !st.released || st.pins != 0 {
+            if !st.released || st.pins != 0 || st.dmabufs != 0 {
                 return;
             }
             st.touched
@@ -636,6 +651,7 @@ impl VaSpace {
                 state <- new_mutex!(AllocState {
                     released: false,
                     pins: 0,
+                    dmabufs: 0,
                     mapped: KVec::new(),
                     touched: false,
                 }, "Allocation::state"),

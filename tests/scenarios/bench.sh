@@ -37,6 +37,18 @@ n=$(sed -n 's/^benchmap len [0-9]* nvrs_ns \([0-9]*\) .*/\1/p' /tmp/b.txt)
 a=$(sed -n 's/^benchmap len [0-9]* nvrs_ns [0-9]* anchor_ns \([0-9]*\)/\1/p' /tmp/b.txt)
 check "dma map 1G measured" test -n "$n" -a -n "$a"
 line "p2p_dma_map_1G_iommu" "$n" "$a"
+# dma-buf registration (export + the RDMA core's pinned import, which maps for
+# edu) vs nvidia_p2p_get_pages + dma_map_pages of the same memory, IOMMU on.
+for spec in "2M 0x200000 50" "1G 0x40000000 3"; do
+	set -- $spec
+	nvrs-tool alloc A 0 $1 \; benchexport A $1 $3 \; export A 0 $1 \; \
+		ctl dbbench %A @A $2 $3 >/tmp/b.txt 2>&1
+	e=$(sed -n 's/^benchexport len [0-9]* ns_per_op //p' /tmp/b.txt)
+	i=$(sed -n 's/^dbbench len [0-9]* import_ns \([0-9]*\) .*/\1/p' /tmp/b.txt)
+	a=$(sed -n 's/^dbbench len [0-9]* import_ns [0-9]* p2p_ns \([0-9]*\)/\1/p' /tmp/b.txt)
+	check "dma-buf registration $1 measured" test -n "$e" -a -n "$i" -a -n "$a"
+	line "dmabuf_export_import_map_$1_iommu" "$((e + i))" "$a"
+done
 # Scrubbing: freeing 1 GiB that a mapping touched zeroes it through the
 # aperture; the anchor is a memset of as much system memory, same process.
 nvrs-tool benchscrub 0 1G 3 >/tmp/b.txt 2>&1

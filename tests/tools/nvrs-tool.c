@@ -59,6 +59,28 @@
  *                              exiting with memory pinned and mapped
  *   sleep MS
  *
+ * dma-bufs (NVRS_IOCTL_EXPORT_DMABUF); "%A" in a ctl text is replaced by
+ * slot A's dma-buf descriptor:
+ *   export SLOT OFF LEN [FLAGS] export [VA + OFF, + LEN) of SLOT's allocation
+ *                              into SLOT's dma-buf descriptor
+ *   exportva VA LEN FLAGS FD   the ioctl with raw values (bad input)
+ *   dbwr SLOT OFF VALUE        write a u32 through a CPU mapping of the
+ *                              dma-buf (mapped and unmapped around it)
+ *   dbrd SLOT OFF VALUE        read a u32 through one, compare
+ *   dbmmap SLOT PROT SHARE     mmap the whole dma-buf as the mmap command does
+ *   dbkeep SLOT                map the whole dma-buf and keep the mapping
+ *   dbfault SLOT OFF           read through the kept mapping: -EFAULT if that
+ *                              faults (SIGBUS)
+ *   close SLOT                 close SLOT's dma-buf descriptor (and unmap
+ *                              what dbkeep mapped)
+ *   sendfd SLOT CMD...         fork a child that drops every descriptor it
+ *                              inherited for SLOT, receives SLOT's dma-buf
+ *                              over a socket (SCM_RIGHTS) and runs CMD
+ *   benchexport SLOT LEN N     N x (export LEN bytes of SLOT + close): the
+ *                              user-space half of a dma-buf registration
+ *   foreign SLOT LEN           a child with its own /dev/nvrs file (so its
+ *                              own VA space) exports SLOT's VA: its errno
+ *
  * Prefix a command with "!ERRNO " (a name such as EINVAL, or a number) to
  * expect it to fail with that errno. Sizes take K, M and G suffixes.
  * Every command prints one line; the exit status is 0 if every command did
@@ -78,6 +100,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -89,6 +112,10 @@ _Static_assert(sizeof(struct nvrs_gpu_stats) == 312, "struct nvrs_gpu_stats layo
 
 static int fd = -1;
 static uint64_t slot_va[26], slot_size[26];
+/* dma-bufs: descriptor, size and a kept CPU mapping per slot */
+static int slot_fd[26];
+static uint64_t slot_dbsize[26];
+static volatile uint32_t *slot_dbmap[26];
 static int failures;
 
 static const struct {
@@ -183,6 +210,9 @@ static int do_ctl(char *const *argv, int argc)
 		if (w[0] == '@') {
 			snprintf(word, sizeof(word), "0x%llx",
 				 (unsigned long long)slot_va[slot(w + 1)]);
+			w = word;
+		} else if (w[0] == '%') {
+			snprintf(word, sizeof(word), "%d", slot_fd[slot(w + 1)]);
 			w = word;
 		}
 		strncat(text, w, sizeof(text) - strlen(text) - 2);
@@ -890,6 +920,94 @@ static int soak(int gpu, int seconds)
 }
 
 /* Runs one command; returns 0 or a negative errno. */
+static int run(int argc, char **argv);
+
+/* Reads or writes a u32 at @off of SLOT's dma-buf through a fresh mapping. */
+static int dmabuf_rw(int s, uint64_t off, uint32_t val, int write)
+{
+	uint64_t page = off & ~0xffffULL;
+	volatile uint32_t *p;
+	void *m;
+	int ret = 0;
+
+	m = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED, slot_fd[s], page);
+	if (m == MAP_FAILED)
+		return -errno;
+	p = (volatile uint32_t *)((char *)m + (off - page));
+	if (write) {
+		*p = val;
+	} else if (*p != val) {
+		printf("read 0x%08x, expected 0x%08x\n", *p, val);
+		ret = -EIO;
+	}
+	munmap(m, 1 << 16);
+	return ret;
+}
+
+static int export_dmabuf(uint64_t va, uint64_t size, uint32_t flags, int32_t want_fd)
+{
+	struct nvrs_export_dmabuf e = {
+		.va = va, .size = size, .flags = flags, .fd = want_fd,
+	};
+	int ret;
+
+	arm();
+	ret = ioctl(fd, NVRS_IOCTL_EXPORT_DMABUF, &e) ? -errno : e.fd;
+	disarm();
+	if (ret >= 0 && !(fcntl(ret, F_GETFD) & FD_CLOEXEC)) {
+		printf("dma-buf descriptor %d without O_CLOEXEC\n", ret);
+		return -EINVAL;
+	}
+	return ret;
+}
+
+/* Runs @argv in a child that gets SLOT's dma-buf only over a socket. */
+static int send_fd(int s, int argc, char **argv)
+{
+	char data = 'd', cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct iovec iov = { .iov_base = &data, .iov_len = 1 };
+	struct msghdr msg = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = cbuf, .msg_controllen = sizeof(cbuf),
+	};
+	struct cmsghdr *c;
+	int sv[2], status;
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+		return -errno;
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		close(sv[0]);
+		close(slot_fd[s]);
+		slot_fd[s] = -1;
+		if (recvmsg(sv[1], &msg, 0) != 1)
+			_exit(EIO);
+		c = CMSG_FIRSTHDR(&msg);
+		if (!c || c->cmsg_type != SCM_RIGHTS)
+			_exit(EIO);
+		memcpy(&slot_fd[s], CMSG_DATA(c), sizeof(int));
+		printf("child got dma-buf descriptor %d\n", slot_fd[s]);
+		status = -run(argc, argv);
+		fflush(stdout);
+		_exit(status);
+	}
+	close(sv[1]);
+	c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &slot_fd[s], sizeof(int));
+	if (sendmsg(sv[0], &msg, 0) != 1)
+		return -errno;
+	close(sv[0]);
+	waitpid(pid, &status, 0);
+	return WIFEXITED(status) ? -WEXITSTATUS(status) : -EINTR;
+}
+
 static int run(int argc, char **argv)
 {
 	const char *cmd = argv[0];
@@ -937,6 +1055,91 @@ static int run(int argc, char **argv)
 		ret = system(argv[1]);
 		return ret ? -EIO : 0;
 	}
+	if (!strcmp(cmd, "sendfd") && argc >= 3)
+		return send_fd(slot(argv[1]), argc - 2, argv + 2);
+	if (!strcmp(cmd, "close") && argc == 2) {
+		int s = slot(argv[1]);
+
+		if (slot_dbmap[s])
+			munmap((void *)slot_dbmap[s], slot_dbsize[s]);
+		slot_dbmap[s] = NULL;
+
+		ret = close(slot_fd[s]) ? -errno : 0;
+		slot_fd[s] = -1;
+		return ret;
+	}
+	if ((!strcmp(cmd, "dbwr") || !strcmp(cmd, "dbrd")) && argc == 4)
+		return dmabuf_rw(slot(argv[1]), parse_size(argv[2]),
+				 strtoul(argv[3], NULL, 0), cmd[2] == 'w');
+	if (!strcmp(cmd, "dbkeep") && argc == 2) {
+		int s = slot(argv[1]);
+		void *m = mmap(NULL, slot_dbsize[s], PROT_READ | PROT_WRITE,
+			       MAP_SHARED, slot_fd[s], 0);
+
+		if (m == MAP_FAILED)
+			return -errno;
+		slot_dbmap[s] = m;
+		return 0;
+	}
+	if (!strcmp(cmd, "dbfault") && argc == 3) {
+		int s = slot(argv[1]);
+
+		if (!slot_dbmap[s])
+			return -EINVAL;
+		return faults(slot_dbmap[s] + parse_size(argv[2]) / 4) ? -EFAULT : 0;
+	}
+	if (!strcmp(cmd, "dbmmap") && argc == 4) {
+		int s = slot(argv[1]), prot = 0;
+		void *m;
+
+		prot |= strchr(argv[2], 'r') ? PROT_READ : 0;
+		prot |= strchr(argv[2], 'w') ? PROT_WRITE : 0;
+		prot |= strchr(argv[2], 'x') ? PROT_EXEC : 0;
+		m = mmap(NULL, slot_dbsize[s], prot,
+			 strcmp(argv[3], "private") ? MAP_SHARED : MAP_PRIVATE,
+			 slot_fd[s], 0);
+		if (m == MAP_FAILED)
+			return -errno;
+		if (prot & PROT_READ)
+			(void)*(volatile uint32_t *)m;
+		munmap(m, slot_dbsize[s]);
+		return 0;
+	}
+	if (!strcmp(cmd, "benchexport") && argc == 4) {
+		int s = slot(argv[1]), n = atoi(argv[3]), i;
+		uint64_t len = parse_size(argv[2]), t0;
+
+		ret = open_dev();
+		if (ret || n <= 0)
+			return ret ? ret : -EINVAL;
+		t0 = now_ns();
+		for (i = 0; i < n; i++) {
+			ret = export_dmabuf(slot_va[s], len, 0, 0);
+			if (ret < 0)
+				return ret;
+			close(ret);
+		}
+		printf("benchexport len %llu ns_per_op %llu\n", (unsigned long long)len,
+		       (unsigned long long)((now_ns() - t0) / n));
+		return 0;
+	}
+	if (!strcmp(cmd, "foreign") && argc == 3) {
+		int s = slot(argv[1]), status;
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			close(fd);
+			fd = -1;
+			ret = open_dev();
+			if (!ret)
+				ret = export_dmabuf(slot_va[s], parse_size(argv[2]), 0, 0);
+			_exit(ret < 0 ? -ret : 0);
+		}
+		if (pid < 0)
+			return -errno;
+		waitpid(pid, &status, 0);
+		return WIFEXITED(status) ? -WEXITSTATUS(status) : -EINTR;
+	}
 	if (!strcmp(cmd, "child")) {
 		pid_t pid = fork();
 		int status;
@@ -970,12 +1173,13 @@ static int run(int argc, char **argv)
 
 		if (ioctl(fd, NVRS_IOCTL_GPU_STATS, &st))
 			return -errno;
-		printf("stats gpu %u version %u fb_total %llu fb_used %llu fb_free %llu largest_free %llu bar1_total %llu bar1_pinned %llu pins %u dma_mappings %u fragmentation %u levels %u\n",
+		printf("stats gpu %u version %u fb_total %llu fb_used %llu fb_free %llu largest_free %llu bar1_total %llu bar1_pinned %llu pins %u dma_mappings %u fragmentation %u levels %u dmabufs %u dmabuf_mappings %u\n",
 		       st.index, st.version, (unsigned long long)st.fb_total,
 		       (unsigned long long)st.fb_used, (unsigned long long)st.fb_free,
 		       (unsigned long long)st.largest_free, (unsigned long long)st.bar1_total,
 		       (unsigned long long)st.bar1_pinned, st.pins, st.dma_mappings,
-		       st.fragmentation_permille, st.chunk_levels);
+		       st.fragmentation_permille, st.chunk_levels, st.dmabufs,
+		       st.dmabuf_mappings);
 		for (i = 0; i < (int)st.chunk_levels && i < NVRS_CHUNK_SIZES; i++)
 			printf("stats size %llu free %llu allocated %llu split %llu temp_pinned %llu\n",
 			       (unsigned long long)st.chunk_size[i],
@@ -1006,6 +1210,24 @@ static int run(int argc, char **argv)
 		slot_size[s] = a.size;
 		printf("alloc %c va 0x%llx size %llu\n", 'A' + s,
 		       (unsigned long long)a.va, (unsigned long long)a.size);
+	} else if (!strcmp(cmd, "export") && argc >= 4) {
+		int s = slot(argv[1]);
+		uint64_t len = parse_size(argv[3]);
+
+		ret = export_dmabuf(slot_va[s] + parse_size(argv[2]), len,
+				    argc > 4 ? strtoul(argv[4], NULL, 0) : 0, 0);
+		if (ret < 0)
+			return ret;
+		slot_fd[s] = ret;
+		slot_dbsize[s] = len;
+		printf("export %c fd %d size %llu\n", 'A' + s, ret,
+		       (unsigned long long)len);
+	} else if (!strcmp(cmd, "exportva") && argc == 5) {
+		ret = export_dmabuf(strtoull(argv[1], NULL, 0), parse_size(argv[2]),
+				    strtoul(argv[3], NULL, 0), atoi(argv[4]));
+		if (ret < 0)
+			return ret;
+		close(ret);
 	} else if (!strcmp(cmd, "race") && argc == 3) {
 		return race(atoi(argv[1]), atoi(argv[2]));
 	} else if (!strcmp(cmd, "bgfree") && argc == 2) {
@@ -1101,6 +1323,8 @@ int main(int argc, char **argv)
 {
 	int i = 1;
 
+	for (int s = 0; s < 26; s++)
+		slot_fd[s] = -1;
 	/* Commands are separated by ";" arguments. */
 	while (i < argc) {
 		int start = i, expect = 0, ret;

@@ -87,6 +87,8 @@
 #include <nv-p2p.h>
 #include <nvrs.h>
 
+#include "consumer.h"
+
 #define EDU_VENDOR		0x1234
 #define EDU_DEVICE		0x11e8
 #define EDU_DMA_SRC		0x80
@@ -95,14 +97,6 @@
 #define EDU_DMA_CMD		0x98
 #define EDU_DMA_RUN		BIT(0)
 #define EDU_DMA_TO_RAM		BIT(1)
-#define EDU_BUF			0x40000
-/*
- * edu's DMA buffer is 4 KiB, but QEMU 7.2 aborts the whole VM on a transfer
- * that reaches its last byte (an off-by-one in its range check), so each
- * transfer moves at most half of it.
- */
-#define EDU_BUF_SIZE		2048
-#define GPU_PAGE		(64 * 1024)
 #define NSLOTS			16
 #define REPLY_SIZE		2048
 
@@ -147,7 +141,12 @@ struct consumer {
 
 static struct consumer *con;
 
-static void reply(const char *fmt, ...)
+struct pci_dev *consumer_edu(void)
+{
+	return con->edu;
+}
+
+void reply(const char *fmt, ...)
 {
 	va_list args;
 
@@ -174,7 +173,7 @@ static void free_callback(void *data)
 }
 
 /* One edu DMA of @count bytes (at most EDU_BUF_SIZE); @to_ram: edu -> bus. */
-static int edu_dma(u64 src, u64 dst, u32 count, bool to_ram)
+int edu_dma(u64 src, u64 dst, u32 count, bool to_ram)
 {
 	u32 cmd;
 
@@ -316,21 +315,16 @@ static int cmd_put(struct slot *s)
 	return ret;
 }
 
-static int cmd_dma(struct slot *s, u64 off, u32 pattern)
+/*
+ * edu writes 2 KiB of @pattern to @iova, reads it back by DMA, and the CPU
+ * reads it at @phys through the aperture; the kernel log line lets
+ * tests/vm/run.py find the bytes in the GPU's backing file.
+ */
+int edu_roundtrip(u64 iova, u64 phys, u32 pattern)
 {
-	struct nvidia_p2p_page_table *pt = READ_ONCE(s->pt);
-	u32 *words = con->buf, i, entry;
+	u32 *words = con->buf, i;
 	void __iomem *cpu;
-	u64 iova, phys;
 	int ret;
-
-	if (!READ_ONCE(s->live) || !s->map)
-		return -ENOENT;
-	if (off % EDU_BUF_SIZE || off >= s->len)
-		return -EINVAL;
-	entry = off / GPU_PAGE;
-	iova = s->map->dma_addresses[entry] + off % GPU_PAGE;
-	phys = pt->pages[entry]->physical_address + off % GPU_PAGE;
 
 	for (i = 0; i < EDU_BUF_SIZE / 4; i++)
 		words[i] = pattern + i;
@@ -362,11 +356,29 @@ static int cmd_dma(struct slot *s, u64 off, u32 pattern)
 		reply("cpu readback mismatch at word %u\n", i);
 		return -EIO;
 	}
-	/* tests/vm/run.py checks these bytes in the GPU's backing file. */
 	pr_info("wrote pattern 0x%08x at phys 0x%llx via iova 0x%llx\n",
 		pattern, phys, iova);
-	reply("dma ok phys 0x%llx iova 0x%llx\n", phys, iova);
 	return 0;
+}
+
+static int cmd_dma(struct slot *s, u64 off, u32 pattern)
+{
+	struct nvidia_p2p_page_table *pt = READ_ONCE(s->pt);
+	u64 iova, phys;
+	u32 entry;
+	int ret;
+
+	if (!READ_ONCE(s->live) || !s->map)
+		return -ENOENT;
+	if (off % EDU_BUF_SIZE || off >= s->len)
+		return -EINVAL;
+	entry = off / GPU_PAGE;
+	iova = s->map->dma_addresses[entry] + off % GPU_PAGE;
+	phys = pt->pages[entry]->physical_address + off % GPU_PAGE;
+	ret = edu_roundtrip(iova, phys, pattern);
+	if (!ret)
+		reply("dma ok phys 0x%llx iova 0x%llx\n", phys, iova);
+	return ret;
 }
 
 /* expect(): one line of the bad-input matrix. */
@@ -824,6 +836,8 @@ static int run_cmd(char *line)
 		b = 0;	/* not a number: "map S PEER" */
 	if (argc > 3 && kstrtou64(argv[3], 0, &c))
 		c = 0;
+	if (!strncmp(argv[0], "db", 2))
+		return dmabuf_cmd(argc, argv);
 	if (!strcmp(argv[0], "badinput"))
 		return cmd_badinput(a, b);
 	if (!strcmp(argv[0], "rsync"))
@@ -978,6 +992,9 @@ static int edu_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (!con->buf)
 		return -ENOMEM;
 	con->edu = pdev;
+	ret = dmabuf_init(pdev);
+	if (ret)
+		return ret;
 	con->dir = debugfs_create_dir(KBUILD_MODNAME, NULL);
 	debugfs_create_file("ctl", 0600, con->dir, NULL, &ctl_fops);
 	pci_info(pdev, "edu bound as the RDMA peer; nvrs reports %u GPUs\n",
@@ -997,6 +1014,7 @@ static void edu_remove(struct pci_dev *pdev)
 	mutex_unlock(&con->lock);
 	for (i = 0; i < NSLOTS; i++)
 		cmd_soakput(&con->slots[i]);
+	dmabuf_fini();
 	con->edu = NULL;
 }
 

@@ -1,0 +1,332 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! dma-buf export of GPU memory: the upstream path by which RDMA drivers import it.
+//!
+//! # Why
+//!
+//! In-kernel RDMA drivers reach GPU memory two ways. The legacy one is NVIDIA's `nvidia_p2p_*`
+//! pins ([`crate::p2p`]). The upstream one, which NCCL, UCX and libfabric use through
+//! `ibv_reg_dmabuf_mr()`, is a *dma-buf*: the GPU driver turns a range of memory into a file
+//! descriptor, user space passes it to the RDMA driver, and the kernel's RDMA core imports it
+//! (`ib_umem_dmabuf_get*()` in `drivers/infiniband/core/umem_dmabuf.c`), asking the exporter
+//! for an sg_table of DMA addresses for the NIC.
+//!
+//! # Objects and lifetime
+//!
+//! `NVRS_IOCTL_EXPORT_DMABUF` makes an [`Export`] of a 64 KiB-aligned range of one allocation
+//! and a dma-buf whose `priv` it is. Like a GEM object, the export *holds* the allocation's memory
+//! (`AllocState::dmabufs`): freeing the VA, or the owner exiting, releases the allocation (its
+//! VA mappings fault, its `nvidia_p2p` pins are revoked) but the memory returns to the memory
+//! manager only when no export holds it any more. The dma-buf file may be passed to other
+//! processes (`SCM_RIGHTS`) and mapped by them: it is not tied to its creator's VA space.
+//!
+//! An export stops holding the memory when its dma-buf is released (the last file reference and
+//! importer are gone) or when it is revoked and no importer maps it any more.
+//!
+//! # Importers
+//!
+//! The memory is MMIO (a window of the GPU aperture) with no `struct page`. `attach` refuses
+//! importers that cannot do peer-to-peer DMA (`allow_peer2peer` unset: a static importer would
+//! want pages) and importers the P2P gate refuses for this GPU ([`crate::topology::p2p_gate`],
+//! the policy `nvidia_p2p_dma_map_pages()` applies), both with `-EOPNOTSUPP`. `map_dma_buf`
+//! DMA-maps each physically contiguous run of the range once for the importer's device
+//! (`dma_map_resource`: an IOVA behind an IOMMU, never the raw BAR address) and hands out an
+//! sg_table of DMA addresses only, one entry per run split at the device's maximum segment size.
+//! `pin`/`unpin` are counted: nvrs never moves exported memory, pinned or not.
+//!
+//! # Revocation
+//!
+//! When the GPU goes away, the driver's teardown revokes every export on it ([`revoke_gpu`]),
+//! in the order vfio-pci uses for its BAR exporter: mark it revoked (new attaches and maps fail
+//! with `-ENODEV`, CPU faults raise `SIGBUS`), remove its CPU mappings, call
+//! `dma_buf_invalidate_mappings()` under the reservation lock and wait for every fence, then
+//! wait until every *revocable* importer (one with an `invalidate_mappings` op) has unmapped.
+//! Pinned importers without that op cannot be told to stop: like a persistent `nvidia_p2p` pin,
+//! their mapping stays valid and the memory stays held until they release it; the GPU's memory
+//! manager is retired meanwhile ([`crate::fb::retire`]), so none of that memory is handed out
+//! again, even to the GPU coming back.
+//!
+//! # Locking
+//!
+//! The dma-buf reservation lock is above `Export::state`, which is above nothing nvrs owns; see
+//! [`crate::locking`].
+
+pub(crate) mod ffi;
+pub(crate) mod ops;
+
+use core::ffi::c_void;
+
+use kernel::{
+    new_condvar, new_mutex,
+    prelude::*,
+    rbtree::{
+        RBTree,
+        RBTreeNodeReservation, //
+    },
+    sync::{
+        Arc,
+        CondVar,
+        Mutex, //
+    },
+};
+
+use crate::{
+    fb::FbMemory,
+    hwref::P2P_PAGE_SIZE,
+    vaspace::{
+        range::Span,
+        Allocation,
+        VaSpace, //
+    },
+};
+
+use ffi::{
+    DmaBufPtr,
+    DmaBufRef, //
+};
+
+/// Mutable state of an export.
+struct ExportState {
+    /// Revoked: no new attachments, mappings or CPU faults.
+    revoked: bool,
+    /// Live mappings by importers with an `invalidate_mappings` op (revocation waits for them).
+    revocable_maps: usize,
+    /// Live mappings by importers without one (pinned importers that cannot be revoked).
+    pinned_maps: usize,
+    /// `dma_buf_pin()` calls not yet undone.
+    pins: usize,
+    /// The export still holds the allocation's memory.
+    holds: bool,
+}
+
+/// A range of an allocation exported as a dma-buf; the dma-buf's `priv`.
+#[pin_data]
+pub(crate) struct Export {
+    /// The allocation (kept alive by the export).
+    alloc: Arc<Allocation>,
+    /// Offset of the range in the allocation.
+    off: u64,
+    /// Length of the range (the dma-buf's size).
+    len: u64,
+    /// The dma-buf (set once it exists, before the export is registered).
+    dmabuf: kernel::sync::SetOnce<DmaBufPtr>,
+    #[pin]
+    state: Mutex<ExportState>,
+    /// Signalled when a revocable importer unmaps.
+    #[pin]
+    unmapped: CondVar,
+}
+
+kernel::sync::global_lock! {
+    // SAFETY: `init_registry` calls `init` from the module initialiser, before `/dev/nvrs` is
+    // registered and so before any export can exist.
+    pub(crate) unsafe(uninit) static EXPORTS: Mutex<Option<RBTree<usize, Arc<Export>>>> = None;
+}
+
+/// Initialises the export registry. Called once, from module init.
+pub(crate) fn init_registry() {
+    // SAFETY: Module init runs once, so `init` is called exactly once, before any other use.
+    unsafe { EXPORTS.init() };
+    *EXPORTS.lock() = Some(RBTree::new());
+}
+
+/// Frees the registry at module exit (no export can exist then: each dma-buf holds the module).
+pub(crate) fn fini_registry() {
+    let tree = EXPORTS.lock().take();
+    drop(tree);
+}
+
+/// Exports `[va, va + len)` of one of `vs`'s allocations as a dma-buf; returns its descriptor.
+pub(crate) fn export(vs: &VaSpace, va: u64, len: u64) -> Result<i32> {
+    if len == 0 || va % P2P_PAGE_SIZE != 0 || len % P2P_PAGE_SIZE != 0 {
+        return Err(EINVAL);
+    }
+    let want = Span::new(va, len).ok_or(EINVAL)?;
+    let alloc = vs.find(&want).ok_or(ENOENT)?;
+    let off = va - alloc.span.start();
+    let mem = alloc.backing.mem.clone();
+    // GPU removal waits until the export is registered, so its walk finds it.
+    let _busy = mem.enter()?;
+    let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+    let exported = alloc.clone();
+    let export = Arc::pin_init(
+        try_pin_init!(Export {
+            alloc: exported,
+            off,
+            len,
+            dmabuf: kernel::sync::SetOnce::new(),
+            state <- new_mutex!(ExportState {
+                revoked: false,
+                revocable_maps: 0,
+                pinned_maps: 0,
+                pins: 0,
+                holds: false,
+            }, "Export::state"),
+            unmapped <- new_condvar!("Export::unmapped"),
+        }),
+        GFP_KERNEL,
+    )?;
+    {
+        let mut st = alloc.state.lock();
+        if st.released || mem.is_gone() {
+            return Err(ENOENT);
+        }
+        // Importers and CPU mappings of the dma-buf may write it.
+        st.touched = true;
+        st.dmabufs += 1;
+    }
+    export.state.lock().holds = true;
+    let raw = Arc::into_raw(export.clone());
+    // SAFETY: `raw` is a reference from `Arc::into_raw`, handed to the dma-buf.
+    let dmabuf = match unsafe { DmaBufPtr::export(raw.cast(), len) } {
+        Ok(d) => d,
+        Err(e) => {
+            // SAFETY: Not handed over: the reference is still ours.
+            drop(unsafe { Arc::from_raw(raw) });
+            export.drop_hold();
+            return Err(e);
+        }
+    };
+    // SAFETY: Just exported; its creation reference is used only here.
+    let dref = unsafe { DmaBufRef::from_new(dmabuf) };
+    // Set once, here, before anyone else can see the export.
+    let _ = export.dmabuf.populate(dmabuf);
+    EXPORTS
+        .lock()
+        .as_mut()
+        .ok_or(ENODEV)?
+        .insert(node.into_node(dmabuf.addr(), export));
+    // On failure this drops the last reference: the release op unregisters the export and
+    // drops its hold.
+    dref.into_fd()
+}
+
+impl Export {
+    /// The export's GPU memory manager.
+    fn mem(&self) -> &FbMemory {
+        &self.alloc.backing.mem
+    }
+
+    /// Stops holding the allocation's memory (once), which returns it if the allocation was
+    /// released and nothing else holds it. Called with no lock held.
+    fn drop_hold(&self) {
+        let held = core::mem::replace(&mut self.state.lock().holds, false);
+        if held {
+            self.alloc.dmabuf_gone();
+        }
+    }
+
+    /// The physically contiguous runs of the exported range, as `(CPU physical address,
+    /// length)`, in order.
+    fn phys_runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let base = self.alloc.gpu.aperture.phys;
+        let pages = (0..self.len / P2P_PAGE_SIZE).map(move |i| {
+            self.alloc
+                .fb_offset_at(self.off + i * P2P_PAGE_SIZE)
+                .map_or(0, |fb| base + fb)
+        });
+        crate::p2p::coalesce::runs(pages).map(|(_, n, first)| {
+            // At most `len / 64 KiB` pages: no overflow.
+            (first, u64::try_from(n).unwrap_or(0) * P2P_PAGE_SIZE)
+        })
+    }
+
+    /// Revokes the export (its GPU is going away); see the module documentation. Returns the
+    /// number of pinned importers still mapping it.
+    fn revoke(&self, dmabuf: &DmaBufRef) -> usize {
+        self.state.lock().revoked = true;
+        // Faults from now on see the revocation; this removes what earlier ones inserted.
+        dmabuf.zap();
+        dmabuf.invalidate();
+        let mut st = self.state.lock();
+        while st.revocable_maps != 0 {
+            self.unmapped.wait(&mut st);
+        }
+        let pinned = st.pinned_maps;
+        drop(st);
+        if pinned == 0 {
+            self.drop_hold();
+        }
+        pinned
+    }
+}
+
+/// Revokes every export of memory on `mem` (its GPU is going away). One at a time, without
+/// allocating; returns the number of pinned importers that keep their mappings.
+pub(crate) fn revoke_gpu(mem: &FbMemory) -> usize {
+    let mut pinned = 0;
+    loop {
+        let next = {
+            let reg = EXPORTS.lock();
+            let found = reg.iter().flat_map(|t| t.values()).find_map(|e| {
+                if !core::ptr::eq(e.mem(), mem) || e.state.lock().revoked {
+                    return None;
+                }
+                let d = e.dmabuf.as_ref()?;
+                // SAFETY: A registered export's dma-buf has not finished its release (which
+                // unregisters the export first).
+                let r = unsafe { d.try_get() };
+                Some((e.clone(), r))
+            });
+            found
+        };
+        match next {
+            Some((e, Some(dmabuf))) => pinned += e.revoke(&dmabuf),
+            // Being released: mark it so that the walk moves on; its release drops the hold.
+            Some((e, None)) => e.state.lock().revoked = true,
+            None => break,
+        }
+    }
+    pinned
+}
+
+/// Live exports and importer mappings on `mem`: `(exports, mappings)`.
+pub(crate) fn stats_on(mem: &FbMemory) -> (usize, usize) {
+    let reg = EXPORTS.lock();
+    let mut out = (0, 0);
+    for e in reg
+        .iter()
+        .flat_map(|t| t.values())
+        .filter(|e| core::ptr::eq(e.mem(), mem))
+    {
+        let st = e.state.lock();
+        out.0 += 1;
+        out.1 += st.revocable_maps + st.pinned_maps;
+    }
+    out
+}
+
+/// Renders the exports for `debugfs/nvrs/p2p`: their number, then one line per export.
+pub(crate) fn render(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    let reg = EXPORTS.lock();
+    let all = || reg.iter().flat_map(|t| t.values());
+    writeln!(f, "dmabufs: {}", all().count())?;
+    for e in all() {
+        let st = e.state.lock();
+        writeln!(
+            f,
+            "dmabuf gpu {} va {:#x} len {:#x} pid {} revoked {} holds {} mappings {} pinned_mappings {} pins {}",
+            e.alloc.gpu.index,
+            e.alloc.span.start() + e.off,
+            e.len,
+            e.alloc.tgid,
+            u8::from(st.revoked),
+            u8::from(st.holds),
+            st.revocable_maps,
+            st.pinned_maps,
+            st.pins
+        )?;
+    }
+    Ok(())
+}
+
+/// The export behind a dma-buf's `priv`.
+///
+/// # Safety
+///
+/// `export` must be the `priv` of a live nvrs dma-buf (a reference from `Arc::into_raw` that
+/// the dma-buf owns until its `release`).
+unsafe fn borrow<'a>(export: *mut c_void) -> kernel::sync::ArcBorrow<'a, Export> {
+    // SAFETY: By the function's safety requirement.
+    unsafe { kernel::sync::ArcBorrow::from_raw(export.cast()) }
+}
