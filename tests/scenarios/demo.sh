@@ -38,6 +38,16 @@ announce_apertures
 nvrs-tool alloc A 0 4M \; ctl pin 0 @A 0x200000 \; ctl map 0 \; ctl dma 0 0x1000 0xc0ffee00 \; \
 	sh "$HOSTSYNC" \; sh "cat /sys/kernel/debug/nvrs/p2p" \; free A \; ctl status 0 2>&1 | show
 check "demo: pin, map and DMA" nvrs-tool alloc A 0 2M \; ctl pin 1 @A 0x10000 \; ctl put 1
+demo "== The upstream path (ibv_reg_dmabuf_mr): the process exports 2 MiB of GPU1 memory as a"
+demo "   dma-buf; the consumer imports it through the kernel's RDMA core"
+demo "   (ib_umem_dmabuf_get_pinned_with_dma_device, DMA device edu), edu writes into the"
+demo "   addresses the RDMA core got, and the process reads it through the dma-buf's mmap =="
+nvrs-tool alloc A 1 2M \; export A 0 2M \; ctl dbget 0 %A 0 0x200000 pinned \; \
+	ctl dbdma 0 0x2000 0xd0abf000 \; sh "$HOSTSYNC" \; dbrd A 0x2000 0xd0abf000 \; \
+	sh "grep dmabuf /sys/kernel/debug/nvrs/p2p" \; ctl dbput 0 \; close A \; free A \
+	>/tmp/demo-dmabuf.out 2>&1
+show </tmp/demo-dmabuf.out
+check "demo: dma-buf round trip" grep -q "dbdma ok" /tmp/demo-dmabuf.out
 demo "== Isolation: a process writes a secret into GPU memory and frees it: its stale CPU"
 demo "   mapping now faults (SIGBUS), and the next allocation of that memory reads zeros =="
 nvrs-tool alloc A 1 2M \; wr A 0x100 0x5ec12e75 \; !EFAULT usefree A \; alloc B 1 2M \; \
