@@ -17,18 +17,20 @@
 //!
 //! # Transitions ([`transition`], the only place that changes a state)
 //!
-//! | from \ event   | Claim       | ClaimOwned | Unpin     | Split   | Free | MergeFree | MergeAllocated |
-//! |----------------|-------------|------------|-----------|---------|------|-----------|----------------|
-//! | `Free`         | TempPinned  | Allocated  | -         | IsSplit | -    | -         | -              |
-//! | `TempPinned`   | -           | -          | Allocated | -       | Free | -         | -              |
-//! | `Allocated`    | -           | -          | -         | IsSplit | Free | -         | -              |
-//! | `IsSplit`      | -           | -          | -         | -       | -    | Free      | Allocated      |
+//! | from \ event   | Claim       | ClaimOwned | Unpin     | Split   | Free | MergeFree | MergeAllocated | Migrate    |
+//! |----------------|-------------|------------|-----------|---------|------|-----------|----------------|------------|
+//! | `Free`         | TempPinned  | Allocated  | -         | IsSplit | -    | -         | -              | -          |
+//! | `TempPinned`   | -           | -          | Allocated | -       | Free | -         | -              | -          |
+//! | `Allocated`    | -           | -          | -         | IsSplit | Free | -         | -              | TempPinned |
+//! | `IsSplit`      | -           | -          | -         | -       | -    | Free      | Allocated      | -          |
 //!
 //! `-` is an error ([`PmmError::IllegalTransition`]).
 //! Splitting a free chunk gives free children (the allocator's lazy split); splitting an
 //! allocated chunk (its owner asks) gives allocated children. `MergeFree` happens eagerly when the
 //! last child of a split chunk becomes free; `MergeAllocated` when the owner merges children it
-//! all owns back.
+//! all owns back. `Migrate` starts moving an allocated chunk during compaction
+//! ([`super::compact`]): temp-pinned while its bytes are copied, then freed (or, if the move is
+//! abandoned, unpinned back to its owner).
 
 use super::PmmError;
 
@@ -91,6 +93,8 @@ pub(crate) enum Event {
     MergeFree,
     /// All children are allocated and the owner merges them back.
     MergeAllocated,
+    /// Compaction starts moving the allocated chunk elsewhere.
+    Migrate,
 }
 
 /// The state-transition table (see the module documentation): the new state, or an error.
@@ -105,6 +109,7 @@ pub(crate) const fn transition(from: State, event: Event) -> Result<State, PmmEr
         (State::Allocated, Event::Free) => Ok(State::Free),
         (State::IsSplit, Event::MergeFree) => Ok(State::Free),
         (State::IsSplit, Event::MergeAllocated) => Ok(State::Allocated),
+        (State::Allocated, Event::Migrate) => Ok(State::TempPinned),
         _ => Err(PmmError::IllegalTransition { from, event }),
     }
 }

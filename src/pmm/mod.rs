@@ -43,6 +43,7 @@
 mod alloc;
 mod check;
 mod chunk;
+pub(crate) mod compact;
 mod error;
 mod free;
 mod freelist;
@@ -51,6 +52,7 @@ pub(crate) mod stats;
 pub(crate) mod storage;
 
 pub(crate) use chunk::{transition, ChunkId, Event, MemType, State, STATES};
+pub(crate) use compact::{CompactStats, Goal, Move};
 pub(crate) use error::PmmError;
 pub(crate) use storage::{ChunkVec, OutOfMemory, Storage};
 
@@ -126,6 +128,8 @@ pub(crate) struct Pmm<S: Storage> {
     counts: [[u64; MAX_SIZES]; STATES],
     /// Allocations that failed.
     alloc_failures: u64,
+    /// Compaction counters.
+    compaction: CompactStats,
 }
 
 impl<S: Storage> Pmm<S> {
@@ -213,6 +217,7 @@ impl<S: Storage> Pmm<S> {
             lists,
             counts,
             alloc_failures: 0,
+            compaction: CompactStats::default(),
         };
         Ok(pmm)
     }

@@ -46,6 +46,8 @@ pub(crate) struct Stats {
     pub(crate) alloc_failures: u64,
     /// Bytes of metadata in use.
     pub(crate) metadata_bytes: u64,
+    /// Compactions and what they moved.
+    pub(crate) compaction: super::CompactStats,
 }
 
 impl Stats {
@@ -96,6 +98,22 @@ impl fmt::Display for Stats {
         writeln!(f, "fragmentation: {}.{}%", frag / 10, frag % 10)?;
         writeln!(f, "alloc_failures: {}", self.alloc_failures)?;
         writeln!(f, "metadata_bytes: {}", self.metadata_bytes)?;
+        let c = &self.compaction;
+        writeln!(
+            f,
+            "compactions: {} moved_chunks: {} moved_bytes: {}",
+            c.runs, c.moved_chunks, c.moved_bytes
+        )?;
+        writeln!(
+            f,
+            "last_compaction: largest_free {} -> {}, fragmentation {}.{}% -> {}.{}%",
+            c.last_largest_before,
+            c.last_largest_after,
+            c.last_frag_before / 10,
+            c.last_frag_before % 10,
+            c.last_frag_after / 10,
+            c.last_frag_after % 10
+        )?;
         write!(f, "{:>6}", "size")?;
         for s in State::ALL {
             write!(f, " {:>12}", s.name())?;
@@ -130,6 +148,7 @@ impl<S: Storage> Pmm<S> {
             largest_free: self.largest_free(),
             alloc_failures: self.alloc_failures,
             metadata_bytes: u64::try_from(self.metadata_bytes()).unwrap_or(u64::MAX),
+            compaction: self.compaction,
         };
         s.free_bytes = s.bytes_in(State::Free);
         s.allocated_bytes = s.bytes_in(State::Allocated);

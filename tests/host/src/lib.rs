@@ -23,6 +23,8 @@ pub(crate) mod topology;
 pub(crate) mod vaspace;
 
 #[cfg(test)]
+mod compact_tests;
+#[cfg(test)]
 mod p2p_abi_tests;
 #[cfg(test)]
 mod pin_model;

@@ -516,7 +516,7 @@ fn run(roots: u64, mask: SizeMask, ops: Vec<Op>) {
 const MAXWELL: SizeMask = SizeMask::from_sizes(SZ_4K | SZ_128K | SZ_2M);
 
 /// Cases per property: 192, or `PROPTEST_CASES` for longer runs.
-fn cases() -> u32 {
+pub(crate) fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
