@@ -40,7 +40,8 @@ static int nvrs_dmabuf_attach(struct dma_buf *dmabuf,
 			      struct dma_buf_attachment *attach)
 {
 	return nvrs_dmabuf_attach_rs(dmabuf->priv, importer_pci(attach),
-				     attach->peer2peer);
+				     attach->peer2peer,
+				     dma_buf_attach_revocable(attach));
 }
 
 static int nvrs_dmabuf_pin(struct dma_buf_attachment *attach)
@@ -163,13 +164,25 @@ int nvrs_dmabuf_fd(struct dma_buf *dmabuf)
 /**
  * nvrs_dmabuf_tryget() - take a reference on a dma-buf unless it is dying
  * @dmabuf: a dma-buf whose memory is still valid (its release has not
- *          finished)
+ *          finished; its file may already be gone)
  *
  * Return: true if a reference was taken (drop it with nvrs_dmabuf_put()).
  */
 bool nvrs_dmabuf_tryget(struct dma_buf *dmabuf)
 {
-	return get_file_active(&dmabuf->file);
+	struct file *file = get_file_active(&dmabuf->file);
+
+	if (!file)
+		return false;
+	/*
+	 * The file is freed before the dma-buf is released: a slot reused by an
+	 * unrelated file must not pass for this dma-buf's.
+	 */
+	if (file->private_data != dmabuf) {
+		fput(file);
+		return false;
+	}
+	return true;
 }
 
 /**

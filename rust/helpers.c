@@ -582,3 +582,48 @@ void nvrs_mm_watch_stop(void *watch)
 	mmu_notifier_unregister(&w->mn, w->mn.mm);
 	kfree(w);
 }
+
+/**
+ * nvrs_copy_mmio() - copy a range of GPU aperture to another through the CPU
+ * @dst: CPU physical address of the destination (page aligned)
+ * @src: CPU physical address of the source (page aligned)
+ * @len: bytes (page aligned)
+ *
+ * What a GPU without a usable copy engine does (the emulated GPUs): maps both
+ * ranges 64 KiB at a time, the source uncached and the destination
+ * write-combined, and copies through a bounce buffer. Sleeps.
+ *
+ * Return: 0, or -ENOMEM if a window or the buffer could not be had.
+ */
+int nvrs_copy_mmio(u64 dst, u64 src, u64 len)
+{
+	void *buf = kmalloc(SZ_64K, GFP_KERNEL);
+	int ret = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	while (len) {
+		u64 n = min_t(u64, len, SZ_64K);
+		void __iomem *s = ioremap(src, n);
+		void __iomem *d = ioremap_wc(dst, n);
+
+		if (!s || !d)
+			ret = -ENOMEM;
+		if (!ret) {
+			memcpy_fromio(buf, s, n);
+			memcpy_toio(d, buf, n);
+		}
+		if (s)
+			iounmap(s);
+		if (d)
+			iounmap(d);
+		if (ret)
+			break;
+		dst += n;
+		src += n;
+		len -= n;
+		cond_resched();
+	}
+	kfree(buf);
+	return ret;
+}

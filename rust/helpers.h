@@ -70,6 +70,7 @@ void *nvrs_current_process(void);
 void *nvrs_current_process_get(void);
 void nvrs_process_put(void *pid);
 int nvrs_zero_mmio(u64 phys, u64 len);
+int nvrs_copy_mmio(u64 dst, u64 src, u64 len);
 bool nvrs_module_get(void);
 void nvrs_module_put(void);
 
@@ -91,7 +92,7 @@ struct sg_table *nvrs_sgt_build(struct pci_dev *dev,
 
 /* Implemented in Rust (src/dmabuf/ops.rs). */
 int nvrs_dmabuf_attach_rs(void *export, struct pci_dev *importer,
-			  bool peer2peer);
+			  bool peer2peer, bool revocable);
 int nvrs_dmabuf_pin_rs(void *export, bool pin);
 int nvrs_dmabuf_map_rs(void *export, struct pci_dev *importer, bool revocable,
 		       struct sg_table **out);

@@ -100,7 +100,9 @@ struct GpuStatsArg {
     alloc_failures: u64,
     dmabufs: u32,
     dmabuf_mappings: u32,
-    reserved: [u64; 7],
+    compactions: u64,
+    compacted_bytes: u64,
+    reserved: [u64; 5],
 }
 
 /// `NVRS_GPU_STATS_VERSION`.
@@ -228,6 +230,8 @@ impl NvrsFile {
             out.chunk_size = s.sizes;
             out.chunks = s.chunks;
             out.alloc_failures = s.alloc_failures;
+            out.compactions = s.compaction.runs;
+            out.compacted_bytes = s.compaction.moved_bytes;
             let (pins, bytes, maps) = crate::p2p::pin::stats_on(mem);
             out.pins = u32::try_from(pins).unwrap_or(u32::MAX);
             out.bar1_pinned = bytes;

@@ -137,6 +137,8 @@ enum Regs<'bound> {
 pub(crate) struct NvrsGpu<'bound> {
     #[pin]
     _info_file: debugfs::File<Arc<GpuInfo>>,
+    #[pin]
+    _compact_file: debugfs::File<Arc<GpuInfo>>,
     _pmm_files: Option<Pin<KBox<FbDebugfs>>>,
     _dir: debugfs::Dir,
     _registered: Registered,
@@ -206,12 +208,14 @@ impl pci::Driver for NvrsDriver {
             crate::fb::reserve_retired(gpu::count() + 1)?;
             let (chip, chipset) = (info.ident.chipset.name, info.ident.chipset.id);
             let file_data = info.clone();
+            let compact_data = info.clone();
             let pmm_files = match &mem {
                 Some(m) => Some(KBox::pin_init(FbDebugfs::new(&dir, m), GFP_KERNEL)?),
                 None => None,
             };
             Ok(try_pin_init!(NvrsGpu {
                 _info_file <- dir.read_callback_file(c"info", file_data, &render_info),
+                _compact_file <- dir.write_callback_file(c"compact", compact_data, &write_compact),
                 _pmm_files: pmm_files,
                 _dir: dir,
                 // Registered last of what can fail: once allocations can reach the GPU, probe
@@ -248,12 +252,12 @@ impl NvrsDriver {
         mem.set_gone_and_wait();
         crate::vaspace::release_gpu(gpu);
         crate::p2p::pin::drain_gpu(mem);
-        let importers = crate::dmabuf::revoke_gpu(mem);
-        if importers != 0 {
+        let mappings = crate::dmabuf::revoke_gpu(mem);
+        if mappings != 0 {
             dev_warn!(
                 pdev,
-                "{} pinned dma-buf importers cannot be revoked and keep their mappings; the memory is not handed out again until they release it\n",
-                importers
+                "{} dma-buf mappings of pinned importers cannot be revoked and stay; their memory is not handed out again until they are released\n",
+                mappings
             );
         }
         let pins = crate::p2p::pin::count_on(mem);
@@ -316,6 +320,31 @@ fn emulated_memory(
 
 fn render_info(info: &Arc<GpuInfo>, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     info.render(f)
+}
+
+/// debugfs `compact`: writing `N` compacts the GPU's memory until `N` adjacent 2 MiB roots are
+/// free (as an allocation that failed for fragmentation does); the result goes to the kernel
+/// log and `pmm/stats`. `-ENOMEM` if no plan exists, `-EINVAL` for anything but a number.
+fn write_compact(info: &Arc<GpuInfo>, reader: &mut kernel::uaccess::UserSliceReader) -> Result {
+    let mut buf = [0u8; 16];
+    let n = reader.len().min(buf.len());
+    reader.read_slice(buf.get_mut(..n).ok_or(EINVAL)?)?;
+    let text = core::str::from_utf8(buf.get(..n).ok_or(EINVAL)?).map_err(|_| EINVAL)?;
+    let roots: u32 = text.trim().parse().map_err(|_| EINVAL)?;
+    if roots == 0 {
+        return Err(EINVAL);
+    }
+    let mem = info.mem.as_ref().ok_or(ENODEV)?;
+    let r = crate::vaspace::compact::compact(mem, crate::pmm::Goal::Contiguous(roots))?;
+    dev_info!(
+        info.pdev.as_ref(),
+        "compaction for {} free roots: moved {} of {} planned chunks, {}\n",
+        roots,
+        r.moved,
+        r.planned,
+        Size(r.bytes)
+    );
+    Ok(())
 }
 
 /// What the backend-specific part of probe found.

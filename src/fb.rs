@@ -38,6 +38,7 @@ use kernel::{
 };
 
 use crate::{
+    copy::CopyEngine,
     gpu::Size,
     hwref::ArchTable,
     kstorage::KernelStorage,
@@ -74,6 +75,11 @@ pub(crate) struct FbMemory {
     /// The GPU's UUID (all zero if unknown): a GPU coming back after a rescan is the same GPU
     /// even if its aperture moved.
     uuid: [u8; 16],
+    /// How compaction copies this GPU's memory.
+    pub(crate) copier: &'static dyn CopyEngine,
+    /// Serialises compactions of this GPU (each plans from the state it finds).
+    #[pin]
+    pub(crate) compacting: Mutex<()>,
 }
 
 /// An operation in flight on a GPU's memory ([`FbMemory::enter`]).
@@ -182,6 +188,8 @@ impl FbMemory {
                 held: Atomic::new(0),
                 blocked_by,
                 uuid,
+                copier: &crate::copy::APERTURE_COPY,
+                compacting <- new_mutex!((), "FbMemory::compacting"),
             }),
             GFP_KERNEL,
         )
@@ -263,6 +271,7 @@ fn render_stats(mem: &Arc<FbMemory>, f: &mut fmt::Formatter<'_>) -> fmt::Result 
         s.total_bytes,
         Size(s.total_bytes)
     )?;
+    writeln!(f, "copy_engine: {}", mem.copier.name())?;
     write!(f, "{s}")
 }
 

@@ -81,6 +81,7 @@ extern "C" {
     fn nvrs_pci_dev_put(pdev: *mut c_void);
     fn nvrs_current_tgid() -> c_int;
     fn nvrs_zero_mmio(phys: u64, len: u64) -> c_int;
+    fn nvrs_copy_mmio(dst: u64, src: u64, len: u64) -> c_int;
     fn nvrs_module_get() -> bool;
     fn nvrs_module_put();
 }
@@ -407,6 +408,19 @@ pub(crate) unsafe fn zero_mmio(phys: u64, len: u64) -> Result {
     // SAFETY: The helper maps and unmaps the range itself; the caller owns the memory (function
     // safety requirement).
     kernel::error::to_result(unsafe { nvrs_zero_mmio(phys, len) })
+}
+
+/// Copies `[src, src + len)` of a GPU aperture to `[dst, dst + len)` through the CPU.
+///
+/// # Safety
+///
+/// Both ranges must be GPU memory the caller owns and nobody else can reach while it copies: a
+/// chunk being moved by compaction (its mappings removed, its owner's lock held) and its
+/// destination, allocated for it and not yet handed out.
+pub(crate) unsafe fn copy_mmio(dst: u64, src: u64, len: u64) -> Result {
+    // SAFETY: The helper maps and unmaps the ranges itself; the caller owns both (function
+    // safety requirement).
+    kernel::error::to_result(unsafe { nvrs_copy_mmio(dst, src, len) })
 }
 
 /// The calling process's id (its thread-group id).

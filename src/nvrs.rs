@@ -20,6 +20,7 @@
 //! - [`emu_identity`]: the emulated GPU's identity block;
 //! - [`topology`]: links between GPUs and peer devices, and the P2P gate;
 //! - [`dmabuf`]: dma-buf export of GPU memory for RDMA drivers and other importers;
+//! - [`copy`]: the copy engine hook compaction moves memory through;
 //! - [`helpers`]: the FFI edge to `rust/helpers.c`;
 //! - `hwref` (top-level `hwref/`): per-architecture tables and chip identification.
 
@@ -39,6 +40,7 @@ mod aperture;
 mod bench;
 mod binding;
 mod chardev;
+mod copy;
 mod dmabuf;
 mod driver;
 mod emu_identity;
@@ -81,6 +83,17 @@ module! {
             description: "P2P topology gate: 0 = by topology (NVLink and PCIe-switch paths allowed, \
                 host-bridge paths if the kernel's P2PDMA check allows them, paths between host \
                 bridges refused), 1 = allow every path, 2 = refuse every path",
+        },
+        dmabuf_revocable_only: bool {
+            default: false,
+            description: "Refuse dma-buf importers that cannot be revoked (pinned importers \
+                without invalidate_mappings: efa, bnxt_re, mana_ib, ionic), as vfio-pci does; \
+                otherwise their mappings outlive a GPU's removal like persistent pins",
+        },
+        compact_on_alloc: bool {
+            default: true,
+            description: "When an allocation fails although enough memory is free, move movable \
+                allocations to make room (compaction) and try once more",
         },
         p2p_coalesce: bool {
             default: true,
@@ -177,6 +190,16 @@ pub(crate) fn bind_nvidia() -> bool {
 /// The `p2p_topology` module parameter.
 pub(crate) fn p2p_topology() -> u32 {
     module_parameters::p2p_topology.value()
+}
+
+/// The `dmabuf_revocable_only` module parameter.
+pub(crate) fn dmabuf_revocable_only() -> bool {
+    module_parameters::dmabuf_revocable_only.value()
+}
+
+/// The `compact_on_alloc` module parameter.
+pub(crate) fn compact_on_alloc() -> bool {
+    module_parameters::compact_on_alloc.value()
 }
 
 /// The `p2p_coalesce` module parameter.

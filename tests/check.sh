@@ -94,6 +94,9 @@ meta "description" '[ -n "$(modinfo -F description "$ko")" ]'
 meta "parameter emulated documented" 'modinfo -F parm "$ko" | grep -q "^emulated:.*(bool)"'
 meta "parameter p2p_topology documented" 'modinfo -F parm "$ko" | grep -q "^p2p_topology:.*(u32)"'
 meta "parameter peer_device documented" 'modinfo -F parm "$ko" | grep -q "^peer_device:.*(u32)"'
+meta "parameter dmabuf_revocable_only documented" \
+	'modinfo -F parm "$ko" | grep -q "^dmabuf_revocable_only:.*(bool)"'
+meta "parameter compact_on_alloc documented" 'modinfo -F parm "$ko" | grep -q "^compact_on_alloc:.*(bool)"'
 meta "parameter bind_nvidia documented (GPUs are bound only on request)" \
 	'modinfo -F parm "$ko" | grep -q "^bind_nvidia:.*(bool)"'
 meta "alias for NVIDIA 3D controllers" 'modinfo -F alias "$ko" | grep -q "^pci:v000010DEd\*.*bc03sc02i"'

@@ -14,7 +14,7 @@ import re
 import sys
 
 ROOT = os.environ.get("NVRS_ROOT") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LOWER = {"gpu", "fb", "pmm", "hwref", "aperture", "binding", "emu_identity", "kstorage", "helpers"}
+LOWER = {"gpu", "fb", "copy", "pmm", "hwref", "aperture", "binding", "emu_identity", "kstorage", "helpers"}
 UPPER = {"vaspace", "p2p", "dmabuf", "chardev", "driver", "topology", "bench", "kunit", "exports"}
 PURE = {"topology": ("link",), "p2p": ("abi", "coalesce"), "vaspace": ("range", "layout")}
 

@@ -144,6 +144,8 @@ struct nvrs_free {
  * @alloc_failures: out: allocations the memory manager refused
  * @dmabufs: out: live dma-bufs exported from the GPU's memory (version 2)
  * @dmabuf_mappings: out: importer mappings of them (version 2)
+ * @compactions: out: compactions run on the GPU's memory (version 2)
+ * @compacted_bytes: out: bytes they moved (version 2)
  * @reserved: zero
  *
  * debugfs keeps the detailed dumps; this is what tools such as nvidia-smi
@@ -168,7 +170,9 @@ struct nvrs_gpu_stats {
 	__u64 alloc_failures;
 	__u32 dmabufs;
 	__u32 dmabuf_mappings;
-	__u64 reserved[7];
+	__u64 compactions;
+	__u64 compacted_bytes;
+	__u64 reserved[5];
 };
 
 /**

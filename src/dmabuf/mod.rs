@@ -166,15 +166,7 @@ pub(crate) fn export(vs: &VaSpace, va: u64, len: u64) -> Result<i32> {
         }),
         GFP_KERNEL,
     )?;
-    {
-        let mut st = alloc.state.lock();
-        if st.released || mem.is_gone() {
-            return Err(ENOENT);
-        }
-        // Importers and CPU mappings of the dma-buf may write it.
-        st.touched = true;
-        st.dmabufs += 1;
-    }
+    alloc.hold_for_dmabuf()?;
     export.state.lock().holds = true;
     let raw = Arc::into_raw(export.clone());
     // SAFETY: `raw` is a reference from `Arc::into_raw`, handed to the dma-buf.
@@ -232,7 +224,8 @@ impl Export {
     }
 
     /// Revokes the export (its GPU is going away); see the module documentation. Returns the
-    /// number of pinned importers still mapping it.
+    /// number of mappings of pinned importers that stay (the last of them to go lets the memory
+    /// go).
     fn revoke(&self, dmabuf: &DmaBufRef) -> usize {
         self.state.lock().revoked = true;
         // Faults from now on see the revocation; this removes what earlier ones inserted.
@@ -252,7 +245,7 @@ impl Export {
 }
 
 /// Revokes every export of memory on `mem` (its GPU is going away). One at a time, without
-/// allocating; returns the number of pinned importers that keep their mappings.
+/// allocating; returns the number of mappings of pinned importers that stay.
 pub(crate) fn revoke_gpu(mem: &FbMemory) -> usize {
     let mut pinned = 0;
     loop {

@@ -47,12 +47,17 @@ struct ImporterMapping {
 }
 
 impl Export {
-    fn attach(&self, importer: Option<PeerRef>, peer2peer: bool) -> Result {
+    fn attach(&self, importer: Option<PeerRef>, peer2peer: bool, revocable: bool) -> Result {
         if self.state.lock().revoked || self.mem().is_gone() {
             return Err(ENODEV);
         }
         // No struct page behind the memory: only peer-to-peer importers can use it.
         let importer = importer.filter(|_| peer2peer).ok_or(EOPNOTSUPP)?;
+        // By choice of the administrator, only importers that can be told to stop (vfio-pci's
+        // policy for its BAR exporter).
+        if crate::dmabuf_revocable_only() && !revocable {
+            return Err(EOPNOTSUPP);
+        }
         let endpoint = helpers::peer_describe(&importer).map_err(|_| EOPNOTSUPP)?;
         let (_, _, allowed) = topology::p2p_gate(&self.alloc.gpu, &endpoint);
         if !allowed {
@@ -111,7 +116,8 @@ impl Export {
         }
     }
 
-    /// An importer's mapping ended (or failed to start).
+    /// An importer's mapping ended (or failed to start). The last one to end after a revocation
+    /// lets the memory go: nothing can map it again.
     fn unmapped_one(&self, revocable: bool) {
         let mut st = self.state.lock();
         if revocable {
@@ -119,6 +125,13 @@ impl Export {
             self.unmapped.notify_all();
         } else {
             st.pinned_maps = st.pinned_maps.saturating_sub(1);
+        }
+        let last = st.revoked && st.revocable_maps == 0 && st.pinned_maps == 0;
+        drop(st);
+        if last && !revocable {
+            // A pinned importer that outlived its GPU's removal let go; revocable ones are
+            // waited for by `revoke`, which lets the memory go itself.
+            self.drop_hold();
         }
     }
 
@@ -137,7 +150,8 @@ impl Export {
     }
 }
 
-/// `dma_buf_ops.attach`: refuses importers that cannot reach the memory peer-to-peer.
+/// `dma_buf_ops.attach`: refuses importers that cannot reach the memory peer-to-peer (and, with
+/// `dmabuf_revocable_only`, importers without an `invalidate_mappings` op).
 ///
 /// # Safety
 ///
@@ -148,12 +162,13 @@ unsafe extern "C" fn nvrs_dmabuf_attach_rs(
     export: *mut c_void,
     importer: *mut c_void,
     peer2peer: bool,
+    revocable: bool,
 ) -> c_int {
     // SAFETY: By the function's safety requirement.
     let e = unsafe { borrow(export) };
     // SAFETY: `importer` is null or a valid `struct pci_dev` (function safety requirement).
     let importer = unsafe { PeerRef::new(importer.cast()) };
-    match e.attach(importer, peer2peer) {
+    match e.attach(importer, peer2peer, revocable) {
         Ok(()) => 0,
         Err(err) => err.to_errno(),
     }

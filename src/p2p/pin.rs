@@ -253,34 +253,42 @@ impl P2pPin {
     ) -> Result {
         let entries = u32::try_from(len / P2P_PAGE_SIZE).map_err(|_| EINVAL)?;
         let phys = alloc.gpu.aperture.phys;
-        let table = TableMemory::new(entries, &alloc.gpu.uuid, |i| {
-            let off = offset + u64::from(i) * P2P_PAGE_SIZE;
-            alloc.fb_offset_at(off).map(|fb| phys + fb)
-        })?;
-        let owner = alloc.clone();
-        let pin = Arc::pin_init(
-            try_pin_init!(P2pPin {
-                table,
-                alloc: owner,
-                offset,
-                len,
-                va,
-                persistent,
-                callback,
-                data: data as usize,
-                state <- new_spinlock!(PinState::Live, "P2pPin::state"),
-                revoker: Atomic::new(0),
-                done <- Completion::new(),
-                dma <- kernel::new_mutex!(KVec::new(), "P2pPin::dma"),
-            }),
-            GFP_KERNEL,
-        )?;
+        let (pin, node, mut st) = loop {
+            let moves = alloc.moves.load(Relaxed);
+            let table = TableMemory::new(entries, &alloc.gpu.uuid, |i| {
+                let off = offset + u64::from(i) * P2P_PAGE_SIZE;
+                alloc.fb_offset_at(off).map(|fb| phys + fb)
+            })?;
+            let owner = alloc.clone();
+            let pin = Arc::pin_init(
+                try_pin_init!(P2pPin {
+                    table,
+                    alloc: owner,
+                    offset,
+                    len,
+                    va,
+                    persistent,
+                    callback,
+                    data: data as usize,
+                    state <- new_spinlock!(PinState::Live, "P2pPin::state"),
+                    revoker: Atomic::new(0),
+                    done <- Completion::new(),
+                    dma <- kernel::new_mutex!(KVec::new(), "P2pPin::dma"),
+                }),
+                GFP_KERNEL,
+            )?;
+            // The registry's node, allocated before any lock is taken.
+            let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+            let st = alloc.state.lock();
+            // Compaction moves pieces only under this lock and only while nothing is pinned: if
+            // none moved while the table was built, its addresses hold until the pin is counted.
+            if alloc.moves.load(Relaxed) == moves {
+                break (pin, node, st);
+            }
+        };
         let key = pin.table.key();
-        // The registry's node, allocated before any lock is taken.
-        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
         // A concurrent release either finds `released` set first and refuses us, or waits for
         // this lock and then sees (and revokes) a pin its consumer already holds.
-        let mut st = alloc.state.lock();
         if st.released || alloc.backing.mem.is_gone() {
             return Err(EINVAL);
         }
@@ -331,9 +339,9 @@ impl P2pPin {
             .enumerate()
         {
             let r = if add {
-                pmm.p2p_pin(p.id)
+                pmm.p2p_pin(p.id())
             } else {
-                pmm.p2p_unpin(p.id)
+                pmm.p2p_unpin(p.id())
             };
             if let Err(e) = r {
                 if add {
@@ -344,7 +352,7 @@ impl P2pPin {
                         .iter()
                         .take(done)
                     {
-                        let _ = pmm.p2p_unpin(q.id);
+                        let _ = pmm.p2p_unpin(q.id());
                     }
                 }
                 return Err(crate::fb::errno(e));

@@ -108,7 +108,7 @@ impl<S: Storage> Pmm<S> {
         ty: MemType,
     ) -> Result<ChunkId, PmmError> {
         let level = self.level_of(size).ok_or(PmmError::BadSize)?;
-        if addr % size != 0 {
+        if addr.checked_rem(size) != Some(0) {
             return Err(PmmError::Misaligned);
         }
         let off = addr.checked_sub(self.base).ok_or(PmmError::InvalidId)?;

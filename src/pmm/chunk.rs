@@ -157,6 +157,11 @@ impl ChunkId {
     pub(crate) const fn raw(self) -> u32 {
         self.0
     }
+
+    /// The identifier whose packed value is `raw` (as [`ChunkId::raw`] returned it).
+    pub(crate) const fn from_raw(raw: u32) -> Self {
+        ChunkId(raw)
+    }
 }
 
 impl Default for ChunkId {

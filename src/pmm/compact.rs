@@ -320,11 +320,6 @@ impl<S: Storage> Pmm<S> {
         c.last_largest_after = after.largest_free;
         c.last_frag_after = after.fragmentation_permille();
     }
-
-    /// The compaction counters.
-    pub(crate) fn compaction_stats(&self) -> CompactStats {
-        self.compaction
-    }
 }
 
 /// Windows of contiguous goals tried, cheapest first.

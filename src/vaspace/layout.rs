@@ -35,6 +35,15 @@ impl Layout {
         self.bulk + self.tail
     }
 
+    /// Offset of piece `i` in the allocation.
+    pub(crate) fn offset_of(&self, i: u64) -> u64 {
+        if i < self.bulk {
+            i * self.bulk_len
+        } else {
+            self.bulk * self.bulk_len + (i - self.bulk) * P2P_PAGE_SIZE
+        }
+    }
+
     /// The piece holding byte `off` and the offset within it.
     pub(crate) fn locate(&self, off: u64) -> Option<(u64, u64)> {
         if off >= self.len() {

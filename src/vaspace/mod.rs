@@ -45,6 +45,7 @@
 //!
 //! The lock order of all of nvrs is written down in [`crate::locking`].
 
+pub(crate) mod compact;
 pub(crate) mod cpu_map;
 pub(crate) mod layout;
 pub(crate) mod range;
@@ -88,6 +89,7 @@ use crate::{
         AllocFlags,
         ChunkId,
         FreeOutcome,
+        Goal,
         MemType,
         Zero, //
     },
@@ -102,14 +104,49 @@ use range::{
 };
 
 /// One piece of an allocation's physical backing.
-#[derive(Clone, Copy)]
+///
+/// Compaction may move a piece ([`compact`]): it changes the piece only while holding the
+/// allocation's lock and only while nothing but that lock's holders can reach the memory (no
+/// pin, no dma-buf, CPU mappings removed), so readers either hold the lock or read an
+/// allocation that cannot move (pinned or exported). The fields are atomics so that the
+/// readers that do not need the lock stay free of data races.
 pub(crate) struct Piece {
-    /// The memory-manager chunk (for a contiguous run, its first root).
-    pub(crate) id: ChunkId,
+    /// The memory-manager chunk (for a contiguous run, its first root), as [`ChunkId::raw`].
+    id: Atomic<u32>,
     /// Framebuffer offset of the piece (its length follows from the [`Layout`]).
-    pub(crate) fb_offset: u64,
+    fb_offset: Atomic<u64>,
     /// The piece's memory is known to be zero.
-    zeroed: bool,
+    zeroed: Atomic<bool>,
+}
+
+impl Piece {
+    fn new(id: ChunkId, fb_offset: u64, zeroed: bool) -> Self {
+        Self {
+            id: Atomic::new(id.raw()),
+            fb_offset: Atomic::new(fb_offset),
+            zeroed: Atomic::new(zeroed),
+        }
+    }
+
+    /// The memory-manager chunk.
+    pub(crate) fn id(&self) -> ChunkId {
+        ChunkId::from_raw(self.id.load(Relaxed))
+    }
+
+    /// The framebuffer offset.
+    pub(crate) fn fb_offset(&self) -> u64 {
+        self.fb_offset.load(Relaxed)
+    }
+
+    fn zeroed(&self) -> bool {
+        self.zeroed.load(Relaxed)
+    }
+
+    /// Points the piece at its new chunk (compaction, under the allocation's lock).
+    fn relocate(&self, id: ChunkId, fb_offset: u64) {
+        self.id.store(id.raw(), Relaxed);
+        self.fb_offset.store(fb_offset, Relaxed);
+    }
 }
 
 /// The physical backing of an allocation: chunks of one GPU's memory manager, in VA order.
@@ -152,15 +189,12 @@ impl Backing {
     /// no lock held.
     fn scrub(&mut self) -> Result {
         let base = self.mem.aperture_phys;
-        for i in 0..self.pieces.len() {
+        for (i, p) in self.pieces.iter().enumerate() {
             let len = self.piece_len(i);
-            let Some(p) = self.pieces.get_mut(i) else {
-                break;
-            };
-            if !p.zeroed {
+            if !p.zeroed() {
                 // SAFETY: The piece was just allocated and is not reachable by anyone yet.
-                unsafe { helpers::zero_mmio(base + p.fb_offset, len) }?;
-                p.zeroed = true;
+                unsafe { helpers::zero_mmio(base + p.fb_offset(), len) }?;
+                p.zeroed.store(true, Relaxed);
             }
         }
         Ok(())
@@ -179,7 +213,7 @@ impl Backing {
         let busy = self.mem.enter().ok();
         for (i, p) in self.pieces.iter().enumerate() {
             let len = self.piece_len(i);
-            let zero = if !touched && p.zeroed {
+            let zero = if !touched && p.zeroed() {
                 Zero::Zeroed
             } else if busy.is_none() {
                 Zero::Dirty
@@ -187,22 +221,22 @@ impl Backing {
                 // SAFETY: Every user mapping of the piece was removed and every pin of it ended;
                 // it is not yet back in the manager, so nobody else can reach it; GPU removal
                 // waits for `busy`.
-                match unsafe { helpers::zero_mmio(self.mem.aperture_phys + p.fb_offset, len) } {
+                match unsafe { helpers::zero_mmio(self.mem.aperture_phys + p.fb_offset(), len) } {
                     Ok(()) => Zero::Zeroed,
                     // Allocation zeroes it before it is handed out again.
                     Err(_) => Zero::Dirty,
                 }
             };
-            match self.mem.pmm.lock().free(p.id, zero) {
+            match self.mem.pmm.lock().free(p.id(), zero) {
                 Ok(FreeOutcome::Freed) => {}
                 // Cannot happen: the memory is given back only after every pin ended.
                 Ok(FreeOutcome::Revoke { pins }) => {
                     pr_err!(
                         "chunk at {:#x} freed with {pins} P2P pins; kept\n",
-                        p.fb_offset
+                        p.fb_offset()
                     )
                 }
-                Err(e) => pr_err!("freeing chunk at {:#x}: {e:?}\n", p.fb_offset),
+                Err(e) => pr_err!("freeing chunk at {:#x}: {e:?}\n", p.fb_offset()),
             }
             self.mem.sub_held(len);
         }
@@ -240,6 +274,9 @@ pub(crate) struct Allocation {
     /// Lifetime, pins and mappings.
     #[pin]
     pub(crate) state: Mutex<AllocState>,
+    /// Pieces moved by compaction so far (bumped under `state`): a reader that looked at the
+    /// pieces without the lock checks it did not change before it relies on what it read.
+    pub(crate) moves: Atomic<u64>,
 }
 
 impl Allocation {
@@ -247,7 +284,7 @@ impl Allocation {
     pub(crate) fn fb_offset_at(&self, off: u64) -> Option<u64> {
         let (i, within) = self.backing.layout.locate(off)?;
         let p = self.backing.pieces.get(usize::try_from(i).ok()?)?;
-        Some(p.fb_offset + within)
+        Some(p.fb_offset() + within)
     }
 
     /// The pieces that back `[off, off + len)` of the allocation.
@@ -302,14 +339,52 @@ impl Allocation {
         self.give_back_if_unused();
     }
 
+    /// Holds the memory for a dma-buf export: counted, and pinned in the memory manager so that
+    /// compaction leaves every piece where importers map it. `-ENOENT` once released.
+    pub(crate) fn hold_for_dmabuf(&self) -> Result {
+        let mut st = self.state.lock();
+        if st.released || self.backing.mem.is_gone() {
+            return Err(ENOENT);
+        }
+        self.pin_pieces(true)?;
+        // Importers and CPU mappings of the dma-buf may write it.
+        st.touched = true;
+        st.dmabufs += 1;
+        Ok(())
+    }
+
     /// Called by a dma-buf export when it stops holding the memory: returns the memory if the
     /// allocation was released and nothing else holds it.
     pub(crate) fn dmabuf_gone(&self) {
         {
             let mut st = self.state.lock();
             st.dmabufs = st.dmabufs.saturating_sub(1);
+            if self.pin_pieces(false).is_err() {
+                pr_err!("dma-buf hold of VA {:#x} was not pinned\n", self.span.start());
+            }
         }
         self.give_back_if_unused();
+    }
+
+    /// Adds (or drops) a memory-manager pin on every piece; all or nothing when adding.
+    fn pin_pieces(&self, pin: bool) -> Result {
+        let mut pmm = self.backing.mem.pmm.lock();
+        for (done, p) in self.backing.pieces.iter().enumerate() {
+            let r = if pin {
+                pmm.p2p_pin(p.id())
+            } else {
+                pmm.p2p_unpin(p.id())
+            };
+            if let Err(e) = r {
+                if pin {
+                    for q in self.backing.pieces.iter().take(done) {
+                        let _ = pmm.p2p_unpin(q.id());
+                    }
+                }
+                return Err(fb::errno(e));
+            }
+        }
+        Ok(())
     }
 
     /// Returns the memory (once) if the allocation is released, unpinned and not held by a
@@ -393,11 +468,7 @@ fn alloc_backing(mem: &Arc<FbMemory>, size: u64, contiguous: bool) -> Result<Bac
             .unpin_allocated(*id)
             .and_then(|()| pmm.addr(*id))
             .and_then(|fb_offset| {
-                Ok(Piece {
-                    id: *id,
-                    fb_offset,
-                    zeroed: pmm.is_zeroed(*id)?,
-                })
+                Ok(Piece::new(*id, fb_offset, pmm.is_zeroed(*id)?))
             });
         match piece.map(|p| backing.pieces.push_within_capacity(p)) {
             Ok(Ok(())) => mem.add_held(backing.piece_len(i)),
@@ -620,7 +691,20 @@ impl VaSpace {
         mem.blocked()?;
         // GPU removal waits until this allocation is in its VA space (or given back).
         let _busy = mem.enter()?;
-        let mut backing = alloc_backing(&mem, size, contiguous)?;
+        let mut backing = match alloc_backing(&mem, size, contiguous) {
+            // Enough bytes are free, in the wrong places: compact, then try once more.
+            Err(e) if e == ENOMEM && crate::compact_on_alloc() && mem.free_bytes() >= size => {
+                let roots = u32::try_from(size.div_ceil(ROOT_CHUNK_SIZE))?;
+                let goal = if contiguous {
+                    Goal::Contiguous(roots)
+                } else {
+                    Goal::Roots(roots)
+                };
+                compact::compact(&mem, goal).map_err(|_| ENOMEM)?;
+                alloc_backing(&mem, size, contiguous)?
+            }
+            r => r?,
+        };
         // Scrub before the memory is reachable, with no lock held (this may be GiBs). On any
         // failure below, dropping `backing` returns the chunks.
         backing.scrub()?;
@@ -655,6 +739,7 @@ impl VaSpace {
                     mapped: KVec::new(),
                     touched: false,
                 }, "Allocation::state"),
+                moves: Atomic::new(0),
             }),
             GFP_KERNEL,
         );
@@ -684,6 +769,17 @@ impl VaSpace {
         let (_, a) = node.to_key_value();
         a.release();
         Ok(())
+    }
+
+    /// Calls `f` on the live allocations starting at or above `va`, in VA order, under the VA
+    /// space's lock, until it returns false. `f` must not allocate or sleep long.
+    pub(crate) fn for_each_from(&self, va: u64, mut f: impl FnMut(&Arc<Allocation>) -> bool) {
+        let inner = self.inner.lock();
+        for (_, a) in inner.allocs.iter().skip_while(|(k, _)| **k < va) {
+            if !f(a) {
+                break;
+            }
+        }
     }
 
     /// The allocation holding `[va, va + len)`, if one does.

@@ -86,7 +86,9 @@ static void import_invalidate(struct dma_buf_attachment *attach)
 	struct ib_umem_dmabuf *umem = attach->importer_priv;
 	struct import *im = umem->private;
 
-	atomic_inc(&im->invalidations);
+	/* NULL until dbget has taken the reservation lock: nothing is mapped yet. */
+	if (im)
+		atomic_inc(&im->invalidations);
 	ib_umem_dmabuf_unmap_pages(umem);
 }
 
@@ -129,8 +131,8 @@ static int cmd_get(struct import *im, int fd, u64 off, u64 len,
 		umem = ib_umem_dmabuf_get(ibdev, off, len, fd, access,
 					  &dynamic_ops);
 		if (!IS_ERR(umem)) {
-			umem->private = im;
 			dma_resv_lock(umem->attach->dmabuf->resv, NULL);
+			umem->private = im;
 			ret = ib_umem_dmabuf_map_pages(umem);
 			dma_resv_unlock(umem->attach->dmabuf->resv);
 			if (ret) {

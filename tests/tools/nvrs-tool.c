@@ -78,6 +78,18 @@
  *                              over a socket (SCM_RIGHTS) and runs CMD
  *   benchexport SLOT LEN N     N x (export LEN bytes of SLOT + close): the
  *                              user-space half of a dma-buf registration
+
+ * Compaction (a fragmented GPU, kept in this process):
+ *   frag GPU                   allocate all of GPU's memory in 64 KiB allocations, map
+ *                              each (the mappings are kept), write a 16-byte
+ *                              needle 0xc0de0000 + k at the start of allocation k
+ *                              and its complement at the end, then free every odd k
+ *   fragpin S K                the consumer pins allocation K into its slot S
+ *   fragexport K               export allocation K as a dma-buf (kept open)
+ *   fragcheck                  every kept allocation still reads its needle and
+ *                              complement through its first mapping (moved or
+ *                              not), and the VM runner is asked to find every
+ *                              needle in the GPUs' backing files at the next sync
  *   foreign SLOT LEN           a child with its own /dev/nvrs file (so its
  *                              own VA space) exports SLOT's VA: its errno
  *
@@ -922,6 +934,75 @@ static int soak(int gpu, int seconds)
 /* Runs one command; returns 0 or a negative errno. */
 static int run(int argc, char **argv);
 
+/* The fragmented GPU of "frag": allocation k at frag_va[k], mapped at frag_map[k]. */
+#define FRAG_MAX 65536
+#define FRAG_NEEDLE 0xc0de0000u
+static uint64_t frag_va[FRAG_MAX];
+static volatile uint32_t *frag_map[FRAG_MAX];
+static int frag_n;
+
+static int frag(int gpu)
+{
+	int k, kept = 0;
+
+	for (frag_n = 0; frag_n < FRAG_MAX; frag_n++) {
+		struct nvrs_alloc a = { .gpu = gpu, .size = 1 << 16 };
+		volatile uint32_t *m;
+
+		if (ioctl(fd, NVRS_IOCTL_ALLOC, &a))
+			break;
+		m = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED, fd, a.va);
+		if (m == MAP_FAILED)
+			return -errno;
+		frag_va[frag_n] = a.va;
+		frag_map[frag_n] = m;
+		for (k = 0; k < 4; k++)
+			m[k] = FRAG_NEEDLE + frag_n;
+		m[(1 << 14) - 1] = ~(FRAG_NEEDLE + frag_n);
+	}
+	if (errno != ENOMEM)
+		return -errno;
+	for (k = 1; k < frag_n; k += 2) {
+		struct nvrs_free f = { .va = frag_va[k] };
+
+		if (ioctl(fd, NVRS_IOCTL_FREE, &f))
+			return -errno;
+		munmap((void *)frag_map[k], 1 << 16);
+		frag_map[k] = NULL;
+	}
+	for (k = 0; k < frag_n; k += 2)
+		kept++;
+	printf("frag allocated %d kept %d\n", frag_n, kept);
+	return 0;
+}
+
+static int frag_check(void)
+{
+	int k, bad = 0, kept = 0;
+	FILE *con;
+
+	for (k = 0; k < frag_n; k++) {
+		volatile uint32_t *m = frag_map[k];
+
+		if (!m)
+			continue;
+		kept++;
+		if (m[0] != FRAG_NEEDLE + k || m[3] != FRAG_NEEDLE + k ||
+		    m[(1 << 14) - 1] != (uint32_t)~(FRAG_NEEDLE + k)) {
+			if (bad++ < 5)
+				printf("allocation %d reads 0x%08x\n", k, m[0]);
+		}
+	}
+	printf("fragcheck %d kept, %d wrong\n", kept, bad);
+	/* The runner checks every kept needle in the backing files at the next sync. */
+	con = fopen("/dev/console", "w");
+	if (con) {
+		fprintf(con, "nvrs-hostcheck: present 0x%x %d 2\n", FRAG_NEEDLE, (frag_n + 1) / 2);
+		fclose(con);
+	}
+	return bad ? -EIO : 0;
+}
+
 /* Reads or writes a u32 at @off of SLOT's dma-buf through a fresh mapping. */
 static int dmabuf_rw(int s, uint64_t off, uint32_t val, int write)
 {
@@ -1123,6 +1204,30 @@ static int run(int argc, char **argv)
 		       (unsigned long long)((now_ns() - t0) / n));
 		return 0;
 	}
+	if (!strcmp(cmd, "frag") && argc == 2) {
+		ret = open_dev();
+		return ret ? ret : frag(atoi(argv[1]));
+	}
+	if (!strcmp(cmd, "fragcheck") && argc == 1)
+		return frag_check();
+	if (!strcmp(cmd, "fragpin") && argc == 3) {
+		int k = atoi(argv[2]);
+		char va[32], len[] = "0x10000";
+		char *words[] = { "pin", argv[1], va, len };
+
+		if (k < 0 || k >= frag_n || !frag_map[k])
+			return -EINVAL;
+		snprintf(va, sizeof(va), "0x%llx", (unsigned long long)frag_va[k]);
+		return do_ctl(words, 4);
+	}
+	if (!strcmp(cmd, "fragexport") && argc == 2) {
+		int k = atoi(argv[1]);
+
+		if (k < 0 || k >= frag_n || !frag_map[k])
+			return -EINVAL;
+		ret = export_dmabuf(frag_va[k], 1 << 16, 0, 0);
+		return ret < 0 ? ret : 0;
+	}
 	if (!strcmp(cmd, "foreign") && argc == 3) {
 		int s = slot(argv[1]), status;
 		pid_t pid = fork();
@@ -1173,13 +1278,14 @@ static int run(int argc, char **argv)
 
 		if (ioctl(fd, NVRS_IOCTL_GPU_STATS, &st))
 			return -errno;
-		printf("stats gpu %u version %u fb_total %llu fb_used %llu fb_free %llu largest_free %llu bar1_total %llu bar1_pinned %llu pins %u dma_mappings %u fragmentation %u levels %u dmabufs %u dmabuf_mappings %u\n",
+		printf("stats gpu %u version %u fb_total %llu fb_used %llu fb_free %llu largest_free %llu bar1_total %llu bar1_pinned %llu pins %u dma_mappings %u fragmentation %u levels %u dmabufs %u dmabuf_mappings %u compactions %llu compacted_bytes %llu\n",
 		       st.index, st.version, (unsigned long long)st.fb_total,
 		       (unsigned long long)st.fb_used, (unsigned long long)st.fb_free,
 		       (unsigned long long)st.largest_free, (unsigned long long)st.bar1_total,
 		       (unsigned long long)st.bar1_pinned, st.pins, st.dma_mappings,
 		       st.fragmentation_permille, st.chunk_levels, st.dmabufs,
-		       st.dmabuf_mappings);
+		       st.dmabuf_mappings, (unsigned long long)st.compactions,
+		       (unsigned long long)st.compacted_bytes);
 		for (i = 0; i < (int)st.chunk_levels && i < NVRS_CHUNK_SIZES; i++)
 			printf("stats size %llu free %llu allocated %llu split %llu temp_pinned %llu\n",
 			       (unsigned long long)st.chunk_size[i],

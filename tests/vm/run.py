@@ -252,10 +252,15 @@ class BackingCheck:
 
     "nvrs-hostcheck: absent P" asks, after the VM, that a secret a scenario wrote and freed be
     nowhere in GPU memory (it was scrubbed before reuse).
+
+    "nvrs-hostcheck: present BASE COUNT STEP" asks, at the next sync, that each needle (the
+    32-bit word BASE + k * STEP, four times over) start some 64 KiB-aligned block of a GPU's
+    memory: data compaction moved must be somewhere in GPU memory, intact.
     """
 
     def __init__(self, gpus):
         self.gpus, self.apertures, self.pending, self.absent, self.results = gpus, {}, {}, [], []
+        self.present = []
 
     def line(self, ln):
         """Feeds one console line; returns True if the guest waits for an answer."""
@@ -268,12 +273,29 @@ class BackingCheck:
         m = re.search(r"nvrs-hostcheck: absent (0x[0-9a-f]+)", ln)
         if m:
             self.absent.append(int(m.group(1), 16))
+        m = re.search(r"nvrs-hostcheck: present (0x[0-9a-f]+) (\d+) (\d+)", ln)
+        if m:
+            self.present.append(tuple(int(x, 0) for x in m.groups()))
         if "nvrs-hostcheck: sync" in ln:
             self.sync()
             return True
         return False
 
     def sync(self):
+        if self.present:
+            blocks = set()
+            for g in self.gpus:
+                with open(g.path, "rb") as f:
+                    data = f.read()
+                blocks.update(data[o:o + 16] for o in range(0, len(data), 65536))
+            for base, count, step in self.present:
+                missing = [base + k * step for k in range(count)
+                           if struct.pack("<I", (base + k * step) & 0xFFFFFFFF) * 4 not in blocks]
+                self.results.append((f"{count} needles from {base:#x} (step {step}) are in GPU "
+                                     f"memory ({len(missing)} missing"
+                                     + (f", first {missing[0]:#x})" if missing else ")"),
+                                     not missing))
+            self.present = []
         for phys, pattern in sorted(self.pending.items()):
             owner = [(i, base) for i, base in self.apertures.items()
                      if i < len(self.gpus) and base <= phys < base + self.gpus[i].size]
@@ -290,6 +312,9 @@ class BackingCheck:
         self.pending = {}
 
     def finish(self):
+        for base, count, _ in self.present:
+            self.results.append((f"{count} needles from {base:#x} checked in the backing files "
+                                 "(no sync followed the request)", False))
         for phys, pattern in sorted(self.pending.items()):
             self.results.append((f"DMA of pattern {pattern:#010x} at phys {phys:#x} checked "
                                  "in the backing file (no sync followed it)", False))

@@ -200,6 +200,10 @@ fn layout_locates_in_constant_time() {
         "runs past the end"
     );
     assert_eq!(l.pieces_in(u64::MAX, 2), 0..0, "overflow");
+    // Every piece starts where `locate` says it does.
+    for i in [0, 1, 511, 512, 514] {
+        assert_eq!(l.locate(l.offset_of(i)), Some((i, 0)));
+    }
     // A contiguous run is one piece.
     let c = Layout {
         bulk: 1,

@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Compaction of a GPU's memory: moving movable allocations so that a request that failed for
+//! fragmentation alone fits.
+//!
+//! The memory manager plans ([`crate::pmm::compact`]): which chunks to move where. This file
+//! moves them, one piece of one allocation at a time, under that allocation's lock:
+//!
+//! 1. The allocation must be live and unreachable by anyone but its owner's CPU mappings: no
+//!    `nvidia_p2p` pin, no dma-buf (the memory manager's pin counts already keep pinned and
+//!    exported chunks out of plans; this check closes the window between plan and move).
+//! 2. The manager allocates the destination and marks the chunk [`State::TempPinned`]
+//!    (`begin_move`): no pin can be taken on it, and nobody else can free or split it.
+//! 3. The piece's CPU mappings are removed. The fault handler takes the same lock, so a CPU
+//!    access from now on waits, and after the move maps the new location.
+//! 4. The bytes are copied through the GPU's [`CopyEngine`](crate::copy::CopyEngine).
+//! 5. The piece points at the new chunk, the allocation's move counter is bumped (so a pin that
+//!    built its page table before the move notices, see [`crate::p2p::pin`]), the old chunk is
+//!    scrubbed and freed (`finish_move`).
+//!
+//! A move whose chunk or destination changed since the plan is skipped; the caller retries its
+//! request either way and reports what it got.
+//!
+//! Owners are found by walking the VA spaces (the memory manager keeps no back pointers): a
+//! batch of allocations at a time is taken under each VA space's lock, with no allocation under
+//! it, and moved with the lock dropped.
+//!
+//! [`State::TempPinned`]: crate::pmm::State::TempPinned
+
+use kernel::{
+    prelude::*,
+    sync::{
+        atomic::Relaxed,
+        Arc, //
+    },
+};
+
+use crate::{
+    fb::{
+        self,
+        FbMemory, //
+    },
+    helpers,
+    pmm::{
+        Goal,
+        Move,
+        Zero, //
+    },
+    vaspace::{
+        Allocation,
+        VASPACES, //
+    },
+};
+
+/// Allocations taken out of a VA space per visit.
+const BATCH: usize = 16;
+
+/// What a compaction did.
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct Report {
+    /// Moves planned.
+    pub(crate) planned: usize,
+    /// Moves done.
+    pub(crate) moved: usize,
+    /// Bytes moved.
+    pub(crate) bytes: u64,
+}
+
+impl Allocation {
+    /// Moves piece `i` as `mv` plans; see the module documentation.
+    fn move_piece(&self, i: usize, mv: &Move) -> Result {
+        let mem = &self.backing.mem;
+        let st = self.state.lock();
+        if st.released || st.pins != 0 || st.dmabufs != 0 || mem.is_gone() {
+            return Err(EBUSY);
+        }
+        let p = self.backing.pieces.get(i).ok_or(EINVAL)?;
+        let len = self.backing.piece_len(i);
+        if p.id() != mv.chunk || len != mv.size {
+            return Err(EAGAIN);
+        }
+        let dst = mem
+            .pmm
+            .lock()
+            .begin_move(mv.chunk, mv.to)
+            .map_err(fb::errno)?;
+        // From here until the piece points at its new chunk, a CPU access faults and waits for
+        // `st`.
+        let off = self.backing.layout.offset_of(u64::try_from(i)?);
+        let va_len = len.min(self.span.len().saturating_sub(off));
+        for inode in st.mapped.iter() {
+            inode.zap(self.span.start() + off, va_len);
+        }
+        let (src, to) = (mem.aperture_phys + mv.from, mem.aperture_phys + mv.to);
+        // SAFETY: The source is this allocation's piece, whose mappings were just removed and
+        // which nobody else can reach (no pin, no dma-buf, `st` held against faults and pins);
+        // the destination was allocated for it and is not handed out yet.
+        if let Err(e) = unsafe { mem.copier.copy(to, src, len) } {
+            let _ = mem.pmm.lock().abort_move(mv.chunk, dst);
+            return Err(e);
+        }
+        p.relocate(dst, mv.to);
+        self.moves.fetch_add(1, Relaxed);
+        // SAFETY: The old chunk is unreachable (as above) and no longer the piece's.
+        let zero = match unsafe { helpers::zero_mmio(src, len) } {
+            Ok(()) => Zero::Zeroed,
+            Err(_) => Zero::Dirty,
+        };
+        mem.pmm
+            .lock()
+            .finish_move(mv.chunk, dst, zero)
+            .map_err(fb::errno)?;
+        drop(st);
+        Ok(())
+    }
+
+    /// The plan's moves of this allocation's pieces (`plan` sorted by chunk).
+    fn planned<'a>(&'a self, plan: &'a [Move]) -> impl Iterator<Item = (usize, &'a Move)> + 'a {
+        self.backing
+            .pieces
+            .iter()
+            .enumerate()
+            .filter_map(move |(i, p)| {
+                let id = p.id().raw();
+                let j = plan.binary_search_by_key(&id, |m| m.chunk.raw()).ok()?;
+                Some((i, plan.get(j)?))
+            })
+    }
+}
+
+/// Compacts `mem` until `goal` fits, as far as its movable memory allows.
+pub(crate) fn compact(mem: &Arc<FbMemory>, goal: Goal) -> Result<Report> {
+    let _one = mem.compacting.lock();
+    // GPU removal waits for a compaction in flight.
+    let _busy = mem.enter()?;
+    let mut plan = KVVec::new();
+    let before = {
+        let pmm = mem.pmm.lock();
+        let s = pmm.stats();
+        let before = (s.largest_free, s.fragmentation_permille());
+        pmm.plan_compaction(goal, &mut plan).map_err(fb::errno)?;
+        before
+    };
+    plan.sort_unstable_by_key(|m| m.chunk.raw());
+    let mut report = Report {
+        planned: plan.len(),
+        ..Report::default()
+    };
+    let mut index = 0;
+    while report.moved < report.planned {
+        // The next VA space, without allocating under `VASPACES`.
+        let Some(vs) = VASPACES.lock().get(index).cloned() else {
+            break;
+        };
+        index += 1;
+        let mut next_va = 0u64;
+        loop {
+            let mut batch: [Option<Arc<Allocation>>; BATCH] = Default::default();
+            let mut n = 0;
+            vs.for_each_from(next_va, |a| {
+                if !core::ptr::eq(&*a.backing.mem, &**mem) || a.planned(&plan).next().is_none() {
+                    return true;
+                }
+                if let Some(slot) = batch.get_mut(n) {
+                    *slot = Some(a.clone());
+                    n += 1;
+                }
+                next_va = a.span.end();
+                n < BATCH
+            });
+            if n == 0 {
+                break;
+            }
+            for a in batch.iter().flatten() {
+                for (i, mv) in a.planned(&plan) {
+                    if a.move_piece(i, mv).is_ok() {
+                        report.moved += 1;
+                        report.bytes += mv.size;
+                    }
+                }
+            }
+        }
+    }
+    mem.pmm.lock().record_compaction(
+        u64::try_from(report.moved)?,
+        report.bytes,
+        before,
+    );
+    Ok(report)
+}
