@@ -335,7 +335,7 @@ fn write_compact(info: &Arc<GpuInfo>, reader: &mut kernel::uaccess::UserSliceRea
         return Err(EINVAL);
     }
     let mem = info.mem.as_ref().ok_or(ENODEV)?;
-    let r = crate::vaspace::compact::compact(mem, crate::pmm::Goal::Contiguous(roots))?;
+    let r = crate::vaspace::compact::compact(mem, crate::pmm::compact::Goal::Contiguous(roots))?;
     dev_info!(
         info.pdev.as_ref(),
         "compaction for {} free roots: moved {} of {} planned chunks, {}\n",

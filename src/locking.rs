@@ -6,24 +6,27 @@
 //! lockdep names after the static), so a lockdep report names it. A lock may be taken while
 //! holding only locks *above* it in this list:
 //!
-//! 1. `mmap_lock` of a process (the kernel's: held around `mmap` and page faults), and the
+//! 1. `FbMemory::compacting`: one compaction per GPU at a time ([`crate::vaspace::compact`]);
+//!    taken with no other nvrs lock held (an allocation that compacts holds none).
+//! 2. `mmap_lock` of a process (the kernel's: held around `mmap` and page faults), and the
 //!    reservation lock (`dma_resv`) of an nvrs dma-buf (the dma-buf core holds it around
 //!    `map_dma_buf`, `unmap_dma_buf`, `pin` and `unpin`; revocation takes it with no nvrs lock
 //!    held). Neither is taken under the other by nvrs.
-//! 2. [`EXPORTS`](crate::dmabuf::EXPORTS): the registry of dma-buf exports.
-//! 3. `Export::state`: an export's revocation flag, importer mappings and hold on its memory.
+//! 3. [`EXPORTS`](crate::dmabuf::EXPORTS): the registry of dma-buf exports.
+//! 4. `Export::state`: an export's revocation flag, importer mappings and hold on its memory.
 //!    Faults on a dma-buf's CPU mapping hold it while inserting pages; revocation waits on
 //!    `Export::unmapped` with it released. Nothing below is taken under it.
-//! 4. [`VASPACES`](crate::vaspace::VASPACES): the registry of VA spaces.
-//! 5. `VaSpace::inner`: one process's allocations, its open count and its address-space watch.
-//! 6. `Allocation::state`: released flag, pins, mapped inodes. Held while the fault handler
-//!    inserts pages and while release removes user mappings (which takes the kernel's
-//!    `i_mmap_rwsem` and page-table locks below it).
-//! 7. [`PINS`](crate::p2p::pin::PINS): the registry of live pins.
-//! 8. `P2pPin::dma`: a pin's DMA mappings (`dma_map_resource` / `dma_unmap_resource` run
+//! 5. [`VASPACES`](crate::vaspace::VASPACES): the registry of VA spaces.
+//! 6. `VaSpace::inner`: one process's allocations, its open count and its address-space watch.
+//! 7. `Allocation::state`: released flag, pins, mapped inodes. Held while the fault handler
+//!    inserts pages, while release removes user mappings (which takes the kernel's
+//!    `i_mmap_rwsem` and page-table locks below it), and while compaction moves one of the
+//!    allocation's pieces (removing its mappings, copying and scrubbing with it held).
+//! 8. [`PINS`](crate::p2p::pin::PINS): the registry of live pins.
+//! 9. `P2pPin::dma`: a pin's DMA mappings (`dma_map_resource` / `dma_unmap_resource` run
 //!    under it).
-//! 9. `P2pPin::state` (a spinlock): a pin's life-cycle state; nothing is taken under it.
-//! 10. `FbMemory::pmm`: a GPU's memory manager; nothing is taken under it.
+//! 10. `P2pPin::state` (a spinlock): a pin's life-cycle state; nothing is taken under it.
+//! 11. `FbMemory::pmm`: a GPU's memory manager; nothing is taken under it.
 //!
 //! Leaf locks, taken with nothing of the above held or only briefly under one of them, and
 //! taking nothing themselves: [`VA`](crate::vaspace::VA) (the GPU VA allocator; taken alone, or

@@ -52,7 +52,7 @@ pub(crate) mod stats;
 pub(crate) mod storage;
 
 pub(crate) use chunk::{transition, ChunkId, Event, MemType, State, STATES};
-pub(crate) use compact::{CompactStats, Goal, Move};
+pub(crate) use compact::CompactStats;
 pub(crate) use error::PmmError;
 pub(crate) use storage::{ChunkVec, OutOfMemory, Storage};
 

@@ -42,9 +42,11 @@ use crate::{
     },
     helpers,
     pmm::{
-        Goal,
-        Move,
-        Zero, //
+        compact::{
+            Goal,
+            Move, //
+        },
+        Zero,
     },
     vaspace::{
         Allocation,
@@ -181,10 +183,8 @@ pub(crate) fn compact(mem: &Arc<FbMemory>, goal: Goal) -> Result<Report> {
             }
         }
     }
-    mem.pmm.lock().record_compaction(
-        u64::try_from(report.moved)?,
-        report.bytes,
-        before,
-    );
+    mem.pmm
+        .lock()
+        .record_compaction(u64::try_from(report.moved)?, report.bytes, before);
     Ok(report)
 }

@@ -86,10 +86,10 @@ use crate::{
         ROOT_CHUNK_SIZE, //
     },
     pmm::{
+        compact::Goal,
         AllocFlags,
         ChunkId,
         FreeOutcome,
-        Goal,
         MemType,
         Zero, //
     },
@@ -360,7 +360,10 @@ impl Allocation {
             let mut st = self.state.lock();
             st.dmabufs = st.dmabufs.saturating_sub(1);
             if self.pin_pieces(false).is_err() {
-                pr_err!("dma-buf hold of VA {:#x} was not pinned\n", self.span.start());
+                pr_err!(
+                    "dma-buf hold of VA {:#x} was not pinned\n",
+                    self.span.start()
+                );
             }
         }
         self.give_back_if_unused();
@@ -467,9 +470,7 @@ fn alloc_backing(mem: &Arc<FbMemory>, size: u64, contiguous: bool) -> Result<Bac
         let piece = pmm
             .unpin_allocated(*id)
             .and_then(|()| pmm.addr(*id))
-            .and_then(|fb_offset| {
-                Ok(Piece::new(*id, fb_offset, pmm.is_zeroed(*id)?))
-            });
+            .and_then(|fb_offset| Ok(Piece::new(*id, fb_offset, pmm.is_zeroed(*id)?)));
         match piece.map(|p| backing.pieces.push_within_capacity(p)) {
             Ok(Ok(())) => mem.add_held(backing.piece_len(i)),
             _ => {

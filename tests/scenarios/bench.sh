@@ -49,6 +49,20 @@ for spec in "2M 0x200000 50" "1G 0x40000000 3"; do
 	check "dma-buf registration $1 measured" test -n "$e" -a -n "$i" -a -n "$a"
 	line "dmabuf_export_import_map_$1_iommu" "$((e + i))" "$a"
 done
+# Compaction: GPU0 filled with 64 KiB allocations, every other one freed (the
+# checkerboard), then compacted until 64 MiB are free in one piece; moved bytes
+# per second against a memcpy of as many bytes in the guest, and the largest
+# free block before (the checkerboard leaves 64 KiB) and after.
+G0=$(nvrs_bound | sed -n 1p)
+nvrs-tool frag 0 \; stats 0 \; benchcompact /sys/kernel/debug/nvrs/$G0/compact 32 0 \; stats 0 \
+	>/tmp/b.txt 2>&1
+set -- $(sed -n 's/^benchcompact bytes \([0-9]*\) ns \([0-9]*\) memcpy_ns \([0-9]*\) .*/\1 \2 \3/p' /tmp/b.txt)
+lb=$(sed -n 's/^stats gpu 0 .* largest_free \([0-9]*\) .*/\1/p' /tmp/b.txt | sed -n 1p)
+la=$(sed -n 's/^stats gpu 0 .* largest_free \([0-9]*\) .*/\1/p' /tmp/b.txt | sed -n 2p)
+check "compaction measured" test -n "$1" -a -n "$2" -a -n "$3" -a -n "$lb" -a -n "$la"
+awk -v b="$1" -v n="$2" -v a="$3" -v lb="$lb" -v la="$la" 'BEGIN {
+	printf "bench: compact_checkerboard_64M nvrs=%.1fns anchor=%.1fns ratio=%.2f mib_per_s_nvrs=%.1f mib_per_s_anchor=%.1f largest_free_before=%d largest_free_after=%d\n",
+	       n, a, (n > 0 ? a / n : 0), (n > 0 ? b / n * 1e9 / 1048576 : 0), (a > 0 ? b / a * 1e9 / 1048576 : 0), lb, la }'
 # Scrubbing: freeing 1 GiB that a mapping touched zeroes it through the
 # aperture; the anchor is a memset of as much system memory, same process.
 nvrs-tool benchscrub 0 1G 3 >/tmp/b.txt 2>&1

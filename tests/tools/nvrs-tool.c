@@ -90,6 +90,10 @@
  *                              complement through its first mapping (moved or
  *                              not), and the VM runner is asked to find every
  *                              needle in the GPUs' backing files at the next sync
+ *   benchcompact FILE ROOTS GPU
+ *                              time writing ROOTS to the GPU's debugfs compact
+ *                              FILE, and a memcpy of as many bytes as it moved
+ *                              between two pre-faulted buffers (the anchor)
  *   foreign SLOT LEN           a child with its own /dev/nvrs file (so its
  *                              own VA space) exports SLOT's VA: its errno
  *
@@ -1202,6 +1206,41 @@ static int run(int argc, char **argv)
 		}
 		printf("benchexport len %llu ns_per_op %llu\n", (unsigned long long)len,
 		       (unsigned long long)((now_ns() - t0) / n));
+		return 0;
+	}
+	if (!strcmp(cmd, "benchcompact") && argc == 4) {
+		struct nvrs_gpu_stats a = { .index = atoi(argv[3]) }, b = a;
+		uint64_t t0, compact_ns, memcpy_ns, bytes;
+		char *x, *y;
+		int w;
+
+		ret = open_dev();
+		if (ret || ioctl(fd, NVRS_IOCTL_GPU_STATS, &a))
+			return ret ? ret : -errno;
+		w = open(argv[1], O_WRONLY | O_CLOEXEC);
+		if (w < 0)
+			return -errno;
+		t0 = now_ns();
+		ret = write(w, argv[2], strlen(argv[2])) < 0 ? -errno : 0;
+		compact_ns = now_ns() - t0;
+		close(w);
+		if (ret || ioctl(fd, NVRS_IOCTL_GPU_STATS, &b))
+			return ret ? ret : -errno;
+		bytes = b.compacted_bytes - a.compacted_bytes;
+		x = malloc(bytes + 1);
+		y = malloc(bytes + 1);
+		if (!x || !y)
+			return -ENOMEM;
+		memset(x, 1, bytes + 1);
+		memset(y, 2, bytes + 1);
+		t0 = now_ns();
+		memcpy(y, x, bytes);
+		memcpy_ns = now_ns() - t0;
+		printf("benchcompact bytes %llu ns %llu memcpy_ns %llu check %d\n",
+		       (unsigned long long)bytes, (unsigned long long)compact_ns,
+		       (unsigned long long)memcpy_ns, y[bytes / 2]);
+		free(x);
+		free(y);
 		return 0;
 	}
 	if (!strcmp(cmd, "frag") && argc == 2) {

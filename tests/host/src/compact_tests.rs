@@ -21,7 +21,8 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 
 use crate::hwref::{PMM_CHUNKS_DEFAULT, SZ_2M, SZ_4K, SZ_64K};
-use crate::pmm::{AllocFlags, ChunkId, Goal, MemType, Move, Pmm, PmmError, State, Zero};
+use crate::pmm::compact::{Goal, Move};
+use crate::pmm::{AllocFlags, ChunkId, MemType, Pmm, PmmError, State, Zero};
 use crate::std_storage::StdStorage;
 
 const BASE: u64 = 1 << 32;
@@ -79,7 +80,9 @@ fn build(roots: u64, ops: &[Op]) -> (Pmm<StdStorage>, Model) {
             Op::User { size64k, n } => {
                 let size = if *size64k { SZ_64K } else { SZ_2M };
                 let mut out = vec![ChunkId::default(); *n];
-                if p.alloc(size, MemType::User, AllocFlags::default(), &mut out).is_ok() {
+                if p.alloc(size, MemType::User, AllocFlags::default(), &mut out)
+                    .is_ok()
+                {
                     for id in out {
                         p.unpin_allocated(id).unwrap();
                         let kind = Kind::Movable;
@@ -89,25 +92,47 @@ fn build(roots: u64, ops: &[Op]) -> (Pmm<StdStorage>, Model) {
             }
             Op::Kernel => {
                 let mut out = [ChunkId::default()];
-                if p.alloc(SZ_4K, MemType::Kernel, AllocFlags::default(), &mut out).is_ok() {
+                if p.alloc(SZ_4K, MemType::Kernel, AllocFlags::default(), &mut out)
+                    .is_ok()
+                {
                     let kind = Kind::Kernel;
-                    m.insert(p.addr(out[0]).unwrap(), Chunk { id: out[0], size: SZ_4K, kind });
+                    m.insert(
+                        p.addr(out[0]).unwrap(),
+                        Chunk {
+                            id: out[0],
+                            size: SZ_4K,
+                            kind,
+                        },
+                    );
                 }
             }
             Op::Contig { roots } => {
                 if let Ok(id) = p.alloc_contiguous(roots * SZ_2M, MemType::User) {
                     p.unpin_allocated(id).unwrap();
                     // A run of one root is an ordinary root: contiguous wherever it goes.
-                    let kind = if *roots == 1 { Kind::Movable } else { Kind::Contig };
+                    let kind = if *roots == 1 {
+                        Kind::Movable
+                    } else {
+                        Kind::Contig
+                    };
                     let size = roots * SZ_2M;
                     m.insert(p.addr(id).unwrap(), Chunk { id, size, kind });
                 }
             }
             Op::Temp => {
                 let mut out = [ChunkId::default()];
-                if p.alloc(SZ_64K, MemType::User, AllocFlags::default(), &mut out).is_ok() {
+                if p.alloc(SZ_64K, MemType::User, AllocFlags::default(), &mut out)
+                    .is_ok()
+                {
                     let kind = Kind::Temp;
-                    m.insert(p.addr(out[0]).unwrap(), Chunk { id: out[0], size: SZ_64K, kind });
+                    m.insert(
+                        p.addr(out[0]).unwrap(),
+                        Chunk {
+                            id: out[0],
+                            size: SZ_64K,
+                            kind,
+                        },
+                    );
                 }
             }
             Op::Free { pick } => {
@@ -163,14 +188,21 @@ fn check_plan(p: &Pmm<StdStorage>, m: &Model, roots: u64, goal: Goal, plan: &[Mo
     let emptied: std::collections::BTreeSet<u64> = plan.iter().map(|mv| root_of(mv.from)).collect();
     let mut dests: Vec<(u64, u64)> = Vec::new();
     for mv in plan {
-        let c = m.get(&mv.from).unwrap_or_else(|| panic!("move of an unknown chunk {mv:?}"));
+        let c = m
+            .get(&mv.from)
+            .unwrap_or_else(|| panic!("move of an unknown chunk {mv:?}"));
         assert_eq!(c.kind, Kind::Movable, "{mv:?} moves a {:?} chunk", c.kind);
         assert_eq!(c.id, mv.chunk);
         assert_eq!(c.size, mv.size);
         assert_eq!(mv.to % mv.size, 0, "{mv:?}: unaligned destination");
-        assert!(!emptied.contains(&root_of(mv.to)), "{mv:?}: destination in an emptied root");
+        assert!(
+            !emptied.contains(&root_of(mv.to)),
+            "{mv:?}: destination in an emptied root"
+        );
         // Free in the model: no live chunk overlaps it.
-        let overlaps = m.iter().any(|(&a, c)| a < mv.to + mv.size && mv.to < a + c.size);
+        let overlaps = m
+            .iter()
+            .any(|(&a, c)| a < mv.to + mv.size && mv.to < a + c.size);
         assert!(!overlaps, "{mv:?}: destination is in use");
         // Typed roots: never into a root holding kernel chunks.
         let kernel_root = m
@@ -189,15 +221,23 @@ fn check_plan(p: &Pmm<StdStorage>, m: &Model, roots: u64, goal: Goal, plan: &[Mo
         let costs = model_costs(roots, m);
         let best = (0..=roots as usize - n)
             .filter(|&start| {
-                let chosen: Vec<bool> =
-                    (0..roots as usize).map(|r| (start..start + n).contains(&r)).collect();
+                let chosen: Vec<bool> = (0..roots as usize)
+                    .map(|r| (start..start + n).contains(&r))
+                    .collect();
                 feasible(m, roots, &chosen, true)
             })
-            .filter_map(|start| costs[start..start + n].iter().try_fold(0u64, |a, c| c.map(|c| a + c)))
+            .filter_map(|start| {
+                costs[start..start + n]
+                    .iter()
+                    .try_fold(0u64, |a, c| c.map(|c| a + c))
+            })
             .min()
             .expect("a plan without a feasible window");
         let moved: u64 = plan.iter().map(|mv| mv.size).sum();
-        assert_eq!(moved, best, "the plan moves more than the cheapest feasible window holds");
+        assert_eq!(
+            moved, best,
+            "the plan moves more than the cheapest feasible window holds"
+        );
     }
     assert!(p.check().is_ok());
 }
@@ -205,7 +245,9 @@ fn check_plan(p: &Pmm<StdStorage>, m: &Model, roots: u64, goal: Goal, plan: &[Mo
 /// Executes `plan`, updating the model; panics if a move fails.
 fn execute(p: &mut Pmm<StdStorage>, m: &mut Model, plan: &[Move]) {
     for mv in plan {
-        let dst = p.begin_move(mv.chunk, mv.to).unwrap_or_else(|e| panic!("{mv:?}: {e:?}"));
+        let dst = p
+            .begin_move(mv.chunk, mv.to)
+            .unwrap_or_else(|e| panic!("{mv:?}: {e:?}"));
         assert_eq!(p.state(mv.chunk).unwrap(), State::TempPinned);
         assert_eq!(p.addr(dst).unwrap(), mv.to);
         p.finish_move(mv.chunk, dst, Zero::Zeroed).unwrap();
@@ -214,7 +256,11 @@ fn execute(p: &mut Pmm<StdStorage>, m: &mut Model, plan: &[Move]) {
     }
     p.check().unwrap();
     for (&a, c) in m.iter() {
-        assert_eq!(p.addr(c.id).unwrap(), a, "{c:?} is not where the model has it");
+        assert_eq!(
+            p.addr(c.id).unwrap(),
+            a,
+            "{c:?} is not where the model has it"
+        );
     }
 }
 
@@ -228,8 +274,8 @@ fn feasible(m: &Model, roots: u64, chosen: &[bool], use_free_roots: bool) -> boo
     let (mut d2, mut d64, mut d4) = (0u64, 0u64, 0u64);
     for (&a, c) in m {
         let first = ((a - BASE) / SZ_4K) as usize;
-        for pg in first..first + (c.size / SZ_4K) as usize {
-            used[pg] = true;
+        for u in &mut used[first..first + (c.size / SZ_4K) as usize] {
+            *u = true;
         }
         if c.kind == Kind::Kernel {
             kernel_root[root_of(a) as usize] = true;
@@ -303,7 +349,9 @@ fn run(roots: u64, ops: &[Op], goal: Goal) {
             if let Goal::Contiguous(n) = goal {
                 let n = n as usize;
                 for start in 0..(roots as usize).saturating_sub(n - 1) {
-                    let chosen: Vec<bool> = (0..roots as usize).map(|r| (start..start + n).contains(&r)).collect();
+                    let chosen: Vec<bool> = (0..roots as usize)
+                        .map(|r| (start..start + n).contains(&r))
+                        .collect();
                     assert!(
                         !feasible(&m, roots, &chosen, true),
                         "refused although roots {start}..{} could be emptied\ncosts {:?}\nmodel {:?}\nmap\n{}",
@@ -350,7 +398,8 @@ fn checkerboard_with_pins_compacts_around_them() {
     let mut p = Pmm::<StdStorage>::new(BASE, roots * SZ_2M, PMM_CHUNKS_DEFAULT).unwrap();
     let per_root = (SZ_2M / SZ_64K) as usize;
     let mut out = vec![ChunkId::default(); roots as usize * per_root];
-    p.alloc(SZ_64K, MemType::User, AllocFlags::default(), &mut out).unwrap();
+    p.alloc(SZ_64K, MemType::User, AllocFlags::default(), &mut out)
+        .unwrap();
     let mut m = Model::new();
     for (i, id) in out.iter().enumerate() {
         p.unpin_allocated(*id).unwrap();
@@ -363,22 +412,45 @@ fn checkerboard_with_pins_compacts_around_them() {
             } else {
                 Kind::Movable
             };
-            m.insert(p.addr(*id).unwrap(), Chunk { id: *id, size: SZ_64K, kind });
+            m.insert(
+                p.addr(*id).unwrap(),
+                Chunk {
+                    id: *id,
+                    size: SZ_64K,
+                    kind,
+                },
+            );
         }
     }
     assert_eq!(p.largest_free(), SZ_64K);
-    assert_eq!(p.alloc_contiguous(32 * SZ_2M, MemType::User), Err(PmmError::NoSpace));
+    assert_eq!(
+        p.alloc_contiguous(32 * SZ_2M, MemType::User),
+        Err(PmmError::NoSpace)
+    );
     let mut plan = Vec::new();
     let bytes = p.plan_compaction(Goal::Contiguous(32), &mut plan).unwrap();
-    assert_eq!(bytes, 32 * SZ_2M / 2, "exactly the half of the window that is in use moves");
+    assert_eq!(
+        bytes,
+        32 * SZ_2M / 2,
+        "exactly the half of the window that is in use moves"
+    );
     check_plan(&p, &m, roots, Goal::Contiguous(32), &plan);
-    let pinned_roots: Vec<u64> =
-        m.iter().filter(|(_, c)| c.kind == Kind::Pinned).map(|(a, _)| root_of(*a)).collect();
+    let pinned_roots: Vec<u64> = m
+        .iter()
+        .filter(|(_, c)| c.kind == Kind::Pinned)
+        .map(|(a, _)| root_of(*a))
+        .collect();
     for mv in &plan {
-        assert!(!pinned_roots.contains(&root_of(mv.from)), "{mv:?} empties a pinned root");
+        assert!(
+            !pinned_roots.contains(&root_of(mv.from)),
+            "{mv:?} empties a pinned root"
+        );
     }
-    let pins_before: Vec<(u64, ChunkId)> =
-        m.iter().filter(|(_, c)| c.kind == Kind::Pinned).map(|(a, c)| (*a, c.id)).collect();
+    let pins_before: Vec<(u64, ChunkId)> = m
+        .iter()
+        .filter(|(_, c)| c.kind == Kind::Pinned)
+        .map(|(a, c)| (*a, c.id))
+        .collect();
     execute(&mut p, &mut m, &plan);
     for (a, id) in pins_before {
         assert_eq!(p.addr(id).unwrap(), a, "a pinned chunk moved");
@@ -395,20 +467,30 @@ fn pinned_everywhere_means_no_plan() {
     let mut p = Pmm::<StdStorage>::new(BASE, 4 * SZ_2M, PMM_CHUNKS_DEFAULT).unwrap();
     let mut ids = Vec::new();
     for r in 0..4 {
-        let id = p.alloc_at(BASE + r * SZ_2M + SZ_64K, SZ_64K, MemType::User).unwrap();
+        let id = p
+            .alloc_at(BASE + r * SZ_2M + SZ_64K, SZ_64K, MemType::User)
+            .unwrap();
         p.unpin_allocated(id).unwrap();
         p.p2p_pin(id).unwrap();
         ids.push(id);
     }
     let mut plan = Vec::new();
-    assert_eq!(p.plan_compaction(Goal::Contiguous(1), &mut plan), Err(PmmError::NoSpace));
-    assert_eq!(p.plan_compaction(Goal::Roots(1), &mut plan), Err(PmmError::NoSpace));
+    assert_eq!(
+        p.plan_compaction(Goal::Contiguous(1), &mut plan),
+        Err(PmmError::NoSpace)
+    );
+    assert_eq!(
+        p.plan_compaction(Goal::Roots(1), &mut plan),
+        Err(PmmError::NoSpace)
+    );
     p.p2p_unpin(ids[2]).unwrap();
-    assert_eq!(p.plan_compaction(Goal::Contiguous(1), &mut plan), Ok(SZ_64K));
+    assert_eq!(
+        p.plan_compaction(Goal::Contiguous(1), &mut plan),
+        Ok(SZ_64K)
+    );
     assert_eq!(plan.len(), 1);
     assert_eq!(root_of(plan[0].from), 2);
     assert_ne!(root_of(plan[0].to), 2);
     // Without whole free roots to use, the chunk goes into a hole of another root.
     assert_eq!(p.plan_compaction(Goal::Roots(1), &mut plan), Ok(SZ_64K));
 }
-
