@@ -46,6 +46,8 @@ use kernel::{
 use crate::{
     gpu, helpers,
     hwref::P2P_PAGE_SIZE,
+    pmm::stats::RootKind,
+    topology::Link,
     vaspace::{
         range::Span,
         Allocation,
@@ -124,6 +126,62 @@ struct ExportArg {
     fd: i32,
 }
 
+/// `struct nvrs_pmm_map`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct PmmMapArg {
+    gpu: u32,
+    roots: u32,
+    root_size: u64,
+    map: u64,
+}
+
+/// `struct nvrs_process_usage`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct ProcessArg {
+    pid: i32,
+    gpu: u32,
+    bytes: u64,
+}
+
+/// `struct nvrs_processes`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct ProcessesArg {
+    count: u32,
+    pad: u32,
+    entries: u64,
+}
+
+/// Most entries of one `NVRS_IOCTL_PROCESSES`.
+const MAX_PROCESSES: u32 = 4096;
+
+/// `NVRS_TOPO_MAX`.
+const TOPO_MAX: usize = 32;
+
+/// `struct nvrs_topology_endpoint`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct TopoEndpointArg {
+    pci_id: u32,
+    numa_node: i32,
+    cpu_affinity: [u8; 56],
+}
+
+/// `struct nvrs_topology`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct TopologyArg {
+    version: u32,
+    gpus: u32,
+    peers: u32,
+    gate: u32,
+    ep: [TopoEndpointArg; TOPO_MAX],
+    link: [[u8; TOPO_MAX]; TOPO_MAX],
+    p2p: [[u8; TOPO_MAX]; TOPO_MAX],
+}
+
 /// `struct nvrs_free`.
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
@@ -148,6 +206,18 @@ unsafe impl FromBytes for ExportArg {}
 // SAFETY: As above.
 unsafe impl AsBytes for ExportArg {}
 // SAFETY: As above.
+unsafe impl FromBytes for PmmMapArg {}
+// SAFETY: As above.
+unsafe impl AsBytes for PmmMapArg {}
+// SAFETY: As above.
+unsafe impl FromBytes for ProcessesArg {}
+// SAFETY: As above.
+unsafe impl AsBytes for ProcessesArg {}
+// SAFETY: As above.
+unsafe impl AsBytes for ProcessArg {}
+// SAFETY: As above.
+unsafe impl AsBytes for TopologyArg {}
+// SAFETY: As above.
 unsafe impl FromBytes for FreeArg {}
 // SAFETY: As above.
 unsafe impl AsBytes for FreeArg {}
@@ -156,6 +226,11 @@ const _: () = assert!(core::mem::size_of::<GpuInfoArg>() == 88);
 const _: () = assert!(core::mem::size_of::<AllocArg>() == 24);
 const _: () = assert!(core::mem::size_of::<FreeArg>() == 8);
 const _: () = assert!(core::mem::size_of::<ExportArg>() == 24);
+const _: () = assert!(core::mem::size_of::<PmmMapArg>() == 24);
+const _: () = assert!(core::mem::size_of::<ProcessArg>() == 16);
+const _: () = assert!(core::mem::size_of::<ProcessesArg>() == 16);
+const _: () =
+    assert!(core::mem::size_of::<TopologyArg>() == 16 + 64 * TOPO_MAX + 2 * TOPO_MAX * TOPO_MAX);
 const _: () = assert!(core::mem::size_of::<GpuStatsArg>() == 312);
 
 const GPU_COUNT: u32 = _IOR::<u32>(MAGIC, 0);
@@ -164,6 +239,9 @@ const ALLOC: u32 = _IOWR::<AllocArg>(MAGIC, 2);
 const FREE: u32 = _IOW::<FreeArg>(MAGIC, 3);
 const GPU_STATS: u32 = _IOWR::<GpuStatsArg>(MAGIC, 4);
 const EXPORT_DMABUF: u32 = _IOWR::<ExportArg>(MAGIC, 5);
+const PMM_MAP: u32 = _IOWR::<PmmMapArg>(MAGIC, 6);
+const PROCESSES: u32 = _IOWR::<ProcessesArg>(MAGIC, 7);
+const TOPOLOGY: u32 = _IOR::<TopologyArg>(MAGIC, 8);
 
 /// `NVRS_ALLOC_CONTIGUOUS`.
 const ALLOC_CONTIGUOUS: u32 = 1 << 0;
@@ -274,6 +352,136 @@ impl NvrsFile {
         Ok(0)
     }
 
+    fn pmm_map(&self, arg: usize) -> Result<isize> {
+        let (mut r, mut w) =
+            UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<PmmMapArg>())
+                .reader_writer();
+        let mut a: PmmMapArg = r.read()?;
+        let g = gpu::by_index(a.gpu).ok_or(ENODEV)?;
+        let mem = g.mem.as_ref().ok_or(ENODEV)?;
+        // Rendered into kernel memory first: no user copy under the manager's lock.
+        let roots = usize::try_from(mem.total_bytes() / crate::hwref::ROOT_CHUNK_SIZE)?;
+        let n = roots.min(usize::try_from(a.roots)?);
+        let mut bytes = KVVec::with_capacity(n, GFP_KERNEL)?;
+        {
+            let pmm = mem.pmm.lock();
+            for i in 0..n {
+                let b = pmm.root_summary(i).map_or(0, |s| {
+                    let kind = match s.kind {
+                        RootKind::Free => 0,
+                        RootKind::Allocated => 1,
+                        RootKind::Split => 2,
+                        RootKind::Contiguous => 3,
+                        RootKind::TempPinned => 4,
+                    };
+                    let used = (s.used * 16 / crate::hwref::ROOT_CHUNK_SIZE).min(15);
+                    kind | if s.pinned { 0x8 } else { 0 } | (u8::try_from(used).unwrap_or(15) << 4)
+                });
+                // Capacity was reserved for `n` bytes.
+                let _ = bytes.push_within_capacity(b);
+            }
+        }
+        UserSlice::new(UserPtr::from_addr(usize::try_from(a.map)?), n)
+            .writer()
+            .write_slice(&bytes)?;
+        a.roots = u32::try_from(roots)?;
+        a.root_size = crate::hwref::ROOT_CHUNK_SIZE;
+        w.write(&a)?;
+        Ok(0)
+    }
+
+    fn processes(&self, arg: usize) -> Result<isize> {
+        let (mut r, mut w) = UserSlice::new(
+            UserPtr::from_addr(arg),
+            core::mem::size_of::<ProcessesArg>(),
+        )
+        .reader_writer();
+        let mut a: ProcessesArg = r.read()?;
+        if a.pad != 0 || a.count > MAX_PROCESSES {
+            return Err(EINVAL);
+        }
+        let mut out = KVVec::new();
+        out.resize(
+            usize::try_from(a.count)?,
+            crate::vaspace::Usage::default(),
+            GFP_KERNEL,
+        )?;
+        let n = crate::vaspace::usage(&mut out);
+        let mut uw = UserSlice::new(
+            UserPtr::from_addr(usize::try_from(a.entries)?),
+            n * core::mem::size_of::<ProcessArg>(),
+        )
+        .writer();
+        for u in out.iter().take(n) {
+            uw.write(&ProcessArg {
+                pid: u.pid,
+                gpu: u.gpu,
+                bytes: u.bytes,
+            })?;
+        }
+        a.count = u32::try_from(n)?;
+        w.write(&a)?;
+        Ok(0)
+    }
+
+    fn topology(&self, arg: usize) -> Result<isize> {
+        let mut t = KBox::new(
+            TopologyArg {
+                version: 1,
+                gpus: 0,
+                peers: 0,
+                gate: crate::p2p_topology(),
+                ep: [TopoEndpointArg {
+                    pci_id: 0,
+                    numa_node: -1,
+                    cpu_affinity: [0; 56],
+                }; TOPO_MAX],
+                link: [[0; TOPO_MAX]; TOPO_MAX],
+                p2p: [[0; TOPO_MAX]; TOPO_MAX],
+            },
+            GFP_KERNEL,
+        )?;
+        let TopologyArg {
+            ep: eps,
+            link: links,
+            p2p,
+            ..
+        } = &mut *t;
+        let (gpus, peers) = crate::topology::snapshot(
+            TOPO_MAX,
+            |i, e, cpus| {
+                if let Some(ep) = eps.get_mut(i) {
+                    ep.pci_id = u32::try_from(e.id).unwrap_or(u32::MAX);
+                    ep.numa_node = e.numa.map_or(-1, i32::from);
+                    copy_str(&mut ep.cpu_affinity, cpus);
+                }
+            },
+            |i, j, link, allowed| {
+                let code = match link {
+                    Link::Itself => 1,
+                    Link::Pix => 2,
+                    Link::Pxb => 3,
+                    Link::Phb => 4,
+                    Link::Node => 5,
+                    Link::Sys => 6,
+                    Link::Nv(n) => 0x80 | n.min(0x7f),
+                };
+                if let Some(l) = links.get_mut(i).and_then(|row| row.get_mut(j)) {
+                    *l = code;
+                }
+                if let Some(p) = p2p.get_mut(i).and_then(|row| row.get_mut(j)) {
+                    *p = u8::from(allowed == Some(true));
+                }
+            },
+        )?;
+        t.gpus = u32::try_from(gpus)?;
+        t.peers = u32::try_from(peers)?;
+        UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<TopologyArg>())
+            .writer()
+            .write(&*t)?;
+        Ok(0)
+    }
+
     fn export_dmabuf(&self, arg: usize) -> Result<isize> {
         let (mut r, mut w) =
             UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<ExportArg>())
@@ -344,6 +552,9 @@ impl MiscDevice for NvrsFile {
             }
             GPU_INFO => me.gpu_info(arg),
             GPU_STATS => me.gpu_stats(arg),
+            PMM_MAP => me.pmm_map(arg),
+            PROCESSES => me.processes(arg),
+            TOPOLOGY => me.topology(arg),
             ALLOC => me.check_writer(file).and_then(|()| me.alloc(arg)),
             FREE => me.check_writer(file).and_then(|()| me.free(arg)),
             EXPORT_DMABUF => me.check_writer(file).and_then(|()| me.export_dmabuf(arg)),

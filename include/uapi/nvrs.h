@@ -197,11 +197,109 @@ struct nvrs_export_dmabuf {
 	__s32 fd;
 };
 
+/* Bytes of struct nvrs_pmm_map's map: one per 2 MiB root. */
+#define NVRS_ROOT_FREE		0	/* free */
+#define NVRS_ROOT_ALLOCATED	1	/* one allocated 2 MiB chunk */
+#define NVRS_ROOT_SPLIT		2	/* split into 64 KiB / 4 KiB chunks */
+#define NVRS_ROOT_CONTIG	3	/* part of a contiguous run of roots */
+#define NVRS_ROOT_TEMP		4	/* being allocated or moved */
+#define NVRS_ROOT_KIND(b)	((b) & 0x7)
+#define NVRS_ROOT_PINNED	0x8	/* holds P2P-pinned or dma-buf-exported memory */
+#define NVRS_ROOT_USED(b)	((b) >> 4)	/* sixteenths in use, 15: 15/16 or more */
+
+/**
+ * struct nvrs_pmm_map - NVRS_IOCTL_PMM_MAP: the memory manager's roots, one byte each
+ * @gpu: in: GPU index
+ * @roots: in: bytes available at @map; out: roots the GPU has (at most that many
+ *	bytes were written; call again with more room if it is larger)
+ * @root_size: out: bytes per root (2 MiB)
+ * @map: in: user pointer to the bytes (NVRS_ROOT_*)
+ */
+struct nvrs_pmm_map {
+	__u32 gpu;
+	__u32 roots;
+	__u64 root_size;
+	__u64 map;
+};
+
+/**
+ * struct nvrs_process_usage - one process's memory on one GPU
+ * @pid: process id (in the caller's PID namespace view of the owner's)
+ * @gpu: GPU index
+ * @bytes: bytes of live allocations
+ */
+struct nvrs_process_usage {
+	__s32 pid;
+	__u32 gpu;
+	__u64 bytes;
+};
+
+/**
+ * struct nvrs_processes - NVRS_IOCTL_PROCESSES: processes with GPU memory
+ * @count: in: entries available at @entries (at most 4096); out: entries
+ *	written
+ * @pad: zero
+ * @entries: in: user pointer to struct nvrs_process_usage[@count]
+ */
+struct nvrs_processes {
+	__u32 count;
+	__u32 pad;
+	__u64 entries;
+};
+
+/* Most endpoints (GPUs, then peer devices) struct nvrs_topology describes. */
+#define NVRS_TOPO_MAX		32
+/* Links in struct nvrs_topology.link (as nvidia-smi topo -m names them). */
+#define NVRS_LINK_SELF		1	/* X */
+#define NVRS_LINK_PIX		2	/* at most one PCIe bridge */
+#define NVRS_LINK_PXB		3	/* several PCIe bridges, no host bridge */
+#define NVRS_LINK_PHB		4	/* through a PCIe host bridge */
+#define NVRS_LINK_NODE		5	/* between host bridges of a NUMA node */
+#define NVRS_LINK_SYS		6	/* between NUMA nodes */
+#define NVRS_LINK_NV(n)		(0x80 | (n))	/* a bonded set of n NVLinks */
+
+/**
+ * struct nvrs_topology_endpoint - a GPU or peer device in struct nvrs_topology
+ * @pci_id: domain << 16 | bus << 8 | devfn
+ * @numa_node: NUMA node, -1 if unknown
+ * @cpu_affinity: CPUs near it as a cpulist ("0-15"), NUL-terminated
+ */
+struct nvrs_topology_endpoint {
+	__u32 pci_id;
+	__s32 numa_node;
+	char cpu_affinity[56];
+};
+
+/**
+ * struct nvrs_topology - NVRS_IOCTL_TOPOLOGY: how GPUs and peers reach each other
+ * @version: out: 1
+ * @gpus: out: GPUs, the first entries of @ep
+ * @peers: out: peer devices (network controllers and the peer_device
+ *	parameter's), after the GPUs
+ * @gate: out: the p2p_topology parameter (0 by topology, 1 allow, 2 deny)
+ * @ep: out: the endpoints
+ * @link: out: NVRS_LINK_* between endpoints i and j
+ * @p2p: out: 1 if GPU i's memory may be DMA-mapped for endpoint j (the P2P
+ *	gate of nvidia_p2p_dma_map_pages() and dma-buf attach), rows of GPUs only
+ */
+struct nvrs_topology {
+	__u32 version;
+	__u32 gpus;
+	__u32 peers;
+	__u32 gate;
+	struct nvrs_topology_endpoint ep[NVRS_TOPO_MAX];
+	__u8 link[NVRS_TOPO_MAX][NVRS_TOPO_MAX];
+	__u8 p2p[NVRS_TOPO_MAX][NVRS_TOPO_MAX];
+};
+
 #define NVRS_IOCTL_GPU_COUNT	_IOR(NVRS_IOCTL_MAGIC, 0, __u32)
 #define NVRS_IOCTL_GPU_INFO	_IOWR(NVRS_IOCTL_MAGIC, 1, struct nvrs_gpu_info)
 #define NVRS_IOCTL_ALLOC	_IOWR(NVRS_IOCTL_MAGIC, 2, struct nvrs_alloc)
 #define NVRS_IOCTL_FREE		_IOW(NVRS_IOCTL_MAGIC, 3, struct nvrs_free)
 #define NVRS_IOCTL_GPU_STATS	_IOWR(NVRS_IOCTL_MAGIC, 4, struct nvrs_gpu_stats)
 #define NVRS_IOCTL_EXPORT_DMABUF _IOWR(NVRS_IOCTL_MAGIC, 5, struct nvrs_export_dmabuf)
+#define NVRS_IOCTL_PMM_MAP	_IOWR(NVRS_IOCTL_MAGIC, 6, struct nvrs_pmm_map)
+#define NVRS_IOCTL_PROCESSES	_IOWR(NVRS_IOCTL_MAGIC, 7, struct nvrs_processes)
+#define NVRS_IOCTL_TOPOLOGY	_IOR(NVRS_IOCTL_MAGIC, 8, struct nvrs_topology)
 
 #endif /* _UAPI_NVRS_H */

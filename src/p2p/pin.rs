@@ -31,6 +31,7 @@ use kernel::{
     },
     sync::{
         atomic::{
+            Acquire,
             Atomic,
             Relaxed, //
         },
@@ -254,7 +255,8 @@ impl P2pPin {
         let entries = u32::try_from(len / P2P_PAGE_SIZE).map_err(|_| EINVAL)?;
         let phys = alloc.gpu.aperture.phys;
         let (pin, node, mut st) = loop {
-            let moves = alloc.moves.load(Relaxed);
+            // Acquire: the pieces read below are at least as new as this count.
+            let moves = alloc.moves.load(Acquire);
             let table = TableMemory::new(entries, &alloc.gpu.uuid, |i| {
                 let off = offset + u64::from(i) * P2P_PAGE_SIZE;
                 alloc.fb_offset_at(off).map(|fb| phys + fb)
@@ -282,7 +284,7 @@ impl P2pPin {
             let st = alloc.state.lock();
             // Compaction moves pieces only under this lock and only while nothing is pinned: if
             // none moved while the table was built, its addresses hold until the pin is counted.
-            if alloc.moves.load(Relaxed) == moves {
+            if alloc.moves.load(Acquire) == moves {
                 break (pin, node, st);
             }
         };

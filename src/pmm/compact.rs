@@ -68,6 +68,64 @@ struct Extent {
     len: u64,
 }
 
+/// How much room a plan may need, read from the manager ([`Pmm::plan_sizing`]) so that the
+/// buffers can be allocated before its lock is taken again.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PlanSizing {
+    roots: usize,
+    free_chunks: usize,
+    used_chunks: usize,
+}
+
+/// The working memory of a plan and the plan itself ([`PlanBuffers::moves`]). Reserved from a
+/// [`PlanSizing`] outside the manager's lock; planning grows it only if the manager changed in
+/// between.
+pub(crate) struct PlanBuffers<S: Storage> {
+    costs: S::Vec<Option<u64>>,
+    chosen: S::Vec<bool>,
+    windows: S::Vec<(u64, usize)>,
+    extents: S::Vec<Extent>,
+    moves: S::Vec<Move>,
+}
+
+impl<S: Storage> PlanBuffers<S> {
+    /// Empty buffers (no allocation).
+    pub(crate) fn new() -> Self {
+        Self {
+            costs: S::Vec::new(),
+            chosen: S::Vec::new(),
+            windows: S::Vec::new(),
+            extents: S::Vec::new(),
+            moves: S::Vec::new(),
+        }
+    }
+
+    /// Makes room for a plan of a manager sized as `s`.
+    pub(crate) fn reserve(&mut self, s: PlanSizing) -> Result<(), PmmError> {
+        self.costs.try_reserve(s.roots)?;
+        self.chosen.try_reserve(s.roots)?;
+        self.windows.try_reserve(s.roots)?;
+        self.extents.try_reserve(s.free_chunks)?;
+        self.moves.try_reserve(s.used_chunks)?;
+        Ok(())
+    }
+
+    /// The planned moves, largest first.
+    pub(crate) fn moves(&self) -> &[Move] {
+        &self.moves
+    }
+
+    /// The planned moves, to reorder.
+    pub(crate) fn moves_mut(&mut self) -> &mut [Move] {
+        &mut self.moves
+    }
+}
+
+/// Empties a vector without freeing its room.
+fn clear<T, V: ChunkVec<T>>(v: &mut V) {
+    while v.pop().is_some() {}
+}
+
 /// Compaction counters, for `pmm/stats`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub(crate) struct CompactStats {
@@ -98,7 +156,7 @@ impl<S: Storage> Pmm<S> {
 
     /// Calls `f(id, node)` for every unsplit chunk of the subtree at `id`, in address order;
     /// stops at the first `false`.
-    fn walk(&self, id: ChunkId, f: &mut impl FnMut(ChunkId, &Node) -> bool) -> bool {
+    pub(super) fn walk(&self, id: ChunkId, f: &mut impl FnMut(ChunkId, &Node) -> bool) -> bool {
         let Ok(n) = self.node(id) else {
             return false;
         };
@@ -127,37 +185,46 @@ impl<S: Storage> Pmm<S> {
         ok.then_some(cost)
     }
 
-    /// Plans the moves that make room for `goal` into `out` (emptied first); returns the bytes
-    /// they move. `NoSpace` if no plan exists (not enough free memory, or too much of it pinned
-    /// in place).
+    /// The room a plan may need ([`PlanBuffers::reserve`]).
+    pub(crate) fn plan_sizing(&self) -> PlanSizing {
+        let count = |st: State| -> usize {
+            let n: u64 = self.counts.get(st.index()).map_or(0, |c| c.iter().sum());
+            usize::try_from(n).unwrap_or(usize::MAX)
+        };
+        PlanSizing {
+            roots: self.roots.len(),
+            free_chunks: count(State::Free),
+            used_chunks: count(State::Allocated),
+        }
+    }
+
+    /// Plans the moves that make room for `goal` into `b` ([`PlanBuffers::moves`]); returns the
+    /// bytes they move. `NoSpace` if no plan exists (not enough free memory, or too much of it
+    /// pinned in place).
     pub(crate) fn plan_compaction(
         &self,
         goal: Goal,
-        out: &mut S::Vec<Move>,
+        b: &mut PlanBuffers<S>,
     ) -> Result<u64, PmmError> {
         let roots = u32::try_from(self.roots.len()).map_err(|_| PmmError::Corrupt)?;
-        let mut costs = S::Vec::<Option<u64>>::new();
-        costs.try_reserve(self.roots.len())?;
+        clear(&mut b.costs);
+        clear(&mut b.chosen);
+        clear(&mut b.windows);
         for r in 0..roots {
-            costs.try_push(self.root_cost(r))?;
-        }
-        // The roots to empty, as a membership mask.
-        let mut chosen = S::Vec::<bool>::new();
-        chosen.try_reserve(self.roots.len())?;
-        for _ in 0..roots {
-            chosen.try_push(false)?;
+            b.costs.try_push(self.root_cost(r))?;
+            b.chosen.try_push(false)?;
         }
         match goal {
             Goal::Contiguous(n) => {
                 // The cheapest windows first; a cheap window whose chunks do not fit outside it
                 // (a 2 MiB chunk and no free root left, say) gives way to the next.
-                let mut windows = S::Vec::<(u64, usize)>::new();
-                windows_by_cost(&costs, n, &mut windows)?;
-                for &(_, start) in windows.iter().take(WINDOWS_TRIED) {
-                    for (i, c) in chosen.iter_mut().enumerate() {
+                windows_by_cost(&b.costs, n, &mut b.windows)?;
+                for k in 0..b.windows.len().min(WINDOWS_TRIED) {
+                    let start = b.windows.get(k).map_or(0, |w| w.1);
+                    for (i, c) in b.chosen.iter_mut().enumerate() {
                         *c = (start..start + idx(n)).contains(&i);
                     }
-                    match self.assign(&chosen, true, out) {
+                    match self.assign(&b.chosen, true, &mut b.extents, &mut b.moves) {
                         Err(PmmError::NoSpace) => continue,
                         r => return r,
                     }
@@ -165,26 +232,25 @@ impl<S: Storage> Pmm<S> {
                 Err(PmmError::NoSpace)
             }
             Goal::Roots(k) => {
-                let free = costs.iter().filter(|c| **c == Some(0)).count();
+                let free = b.costs.iter().filter(|c| **c == Some(0)).count();
                 let need = idx(k).saturating_sub(free);
                 // The cheapest clearable roots that are not free, emptied into the holes of the
                 // others.
-                let mut order = S::Vec::<(u64, usize)>::new();
-                for (i, c) in costs.iter().enumerate() {
+                for (i, c) in b.costs.iter().enumerate() {
                     if let Some(c @ 1..) = c {
-                        order.try_push((*c, i))?;
+                        b.windows.try_push((*c, i))?;
                     }
                 }
-                order.sort_unstable();
-                if order.len() < need {
+                b.windows.sort_unstable();
+                if b.windows.len() < need {
                     return Err(PmmError::NoSpace);
                 }
-                for &(_, i) in order.iter().take(need) {
-                    if let Some(c) = chosen.get_mut(i) {
+                for &(_, i) in b.windows.iter().take(need) {
+                    if let Some(c) = b.chosen.get_mut(i) {
                         *c = true;
                     }
                 }
-                self.assign(&chosen, false, out)
+                self.assign(&b.chosen, false, &mut b.extents, &mut b.moves)
             }
         }
     }
@@ -195,12 +261,13 @@ impl<S: Storage> Pmm<S> {
         &self,
         chosen: &[bool],
         use_free_roots: bool,
+        extents: &mut S::Vec<Extent>,
         out: &mut S::Vec<Move>,
     ) -> Result<u64, PmmError> {
-        while out.pop().is_some() {}
+        clear(out);
+        clear(extents);
         let roots = u32::try_from(self.roots.len()).map_err(|_| PmmError::Corrupt)?;
         // Free extents outside the chosen roots, in roots that may take user chunks.
-        let mut extents = S::Vec::<Extent>::new();
         for r in 0..roots {
             if chosen.get(idx(r)).copied().unwrap_or(true) {
                 continue;
@@ -332,6 +399,7 @@ fn windows_by_cost<V: ChunkVec<(u64, usize)>>(
     n: u32,
     out: &mut V,
 ) -> Result<(), PmmError> {
+    clear(out);
     let n = idx(n);
     if n == 0 {
         return Err(PmmError::BadSize);

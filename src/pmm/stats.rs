@@ -190,6 +190,60 @@ impl<S: Storage> Pmm<S> {
     pub(crate) fn map(&self) -> MapView<'_, S> {
         MapView { pmm: self }
     }
+
+    /// What root `r` holds, for maps of the memory (`pmm/map`, `NVRS_IOCTL_PMM_MAP`).
+    pub(crate) fn root_summary(&self, r: usize) -> Option<RootSummary> {
+        let root = self.roots.get(r)?;
+        let n = &root.node;
+        let kind = match n.state {
+            State::Free => RootKind::Free,
+            _ if n.has(CONTIG_TAIL) || root.run > 1 => RootKind::Contiguous,
+            State::IsSplit => RootKind::Split,
+            State::TempPinned => RootKind::TempPinned,
+            State::Allocated => RootKind::Allocated,
+        };
+        let mut used = 0u64;
+        let mut pinned = false;
+        let id = super::ChunkId::new(u32::try_from(r).ok()?, 0);
+        self.walk(id, &mut |_, c| {
+            if c.state != State::Free {
+                used += self.size_of_level(c.level);
+            }
+            pinned |= c.pins != 0;
+            true
+        });
+        Some(RootSummary {
+            kind,
+            pinned,
+            used: used.min(ROOT_CHUNK_SIZE),
+        })
+    }
+}
+
+/// What a root is, as a whole.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum RootKind {
+    /// Free.
+    Free,
+    /// One allocated 2 MiB chunk.
+    Allocated,
+    /// Split into smaller chunks.
+    Split,
+    /// Part of a contiguous run of roots.
+    Contiguous,
+    /// Being allocated or moved.
+    TempPinned,
+}
+
+/// A root's summary ([`Pmm::root_summary`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct RootSummary {
+    /// What it is.
+    pub(crate) kind: RootKind,
+    /// It holds a chunk with P2P pins (or held by a dma-buf export).
+    pub(crate) pinned: bool,
+    /// Bytes in use (not free) in it.
+    pub(crate) used: u64,
 }
 
 /// Roots per line of the map.
@@ -208,21 +262,21 @@ pub(crate) struct MapView<'a, S: Storage> {
 impl<S: Storage> fmt::Display for MapView<'_, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut addr = self.pmm.base;
-        for (i, r) in self.pmm.roots.iter().enumerate() {
+        for i in 0..self.pmm.roots.len() {
             if i % MAP_WIDTH == 0 {
                 if i != 0 {
                     writeln!(f)?;
                 }
                 write!(f, "{addr:#014x} ")?;
             }
-            let n = &r.node;
-            let c = match n.state {
-                State::Free => '.',
-                State::IsSplit => 'S',
-                _ if n.has(CONTIG_TAIL) || r.run > 1 => 'C',
-                State::TempPinned => 'P',
-                State::Allocated if n.pins != 0 => 'X',
-                State::Allocated => 'A',
+            let c = match self.pmm.root_summary(i).map(|s| (s.kind, s.pinned)) {
+                Some((RootKind::Free, _)) => '.',
+                Some((RootKind::Split, _)) => 'S',
+                Some((RootKind::Contiguous, _)) => 'C',
+                Some((RootKind::TempPinned, _)) => 'P',
+                Some((RootKind::Allocated, true)) => 'X',
+                Some((RootKind::Allocated, false)) => 'A',
+                None => '?',
             };
             write!(f, "{c}")?;
             addr = addr.saturating_add(ROOT_CHUNK_SIZE);

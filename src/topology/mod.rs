@@ -28,6 +28,8 @@ use crate::{
     },
 };
 
+pub(crate) use link::Link;
+
 use link::{
     classify,
     p2p_allowed,
@@ -63,6 +65,62 @@ pub(crate) fn p2p_gate(g: &GpuInfo, peer: &Endpoint) -> (link::Link, i32, bool) 
     let distance = helpers::p2pdma_distance(&g.pdev, peer.id);
     let gate = GateOverride::from_param(crate::p2p_topology());
     (l, distance, p2p_allowed(l, distance, gate))
+}
+
+/// The topology as tools read it (`NVRS_IOCTL_TOPOLOGY`): the GPUs, then up to
+/// `max - gpus` peer devices; `endpoint(i, e, cpus)` for each, then `pair(i, j, link, allowed)`
+/// for every pair, `allowed` being the P2P gate's verdict for GPU `i`'s memory and endpoint `j`
+/// (`None` for rows that are not GPUs). Returns `(gpus, peers)`.
+pub(crate) fn snapshot(
+    max: usize,
+    mut endpoint: impl FnMut(usize, &Endpoint, &str),
+    mut pair: impl FnMut(usize, usize, Link, Option<bool>),
+) -> Result<(usize, usize)> {
+    let gpus = gpu::all()?;
+    let mut eps = KVec::with_capacity(max, GFP_KERNEL)?;
+    for g in gpus.iter().take(max) {
+        eps.push(gpu_endpoint(g), GFP_KERNEL)?;
+    }
+    let ngpus = eps.len();
+    let mut raw = KVec::with_capacity(MAX_PEERS, GFP_KERNEL)?;
+    for _ in 0..MAX_PEERS {
+        raw.push(RawEndpoint::default(), GFP_KERNEL)?;
+    }
+    let n = helpers::pci_peers(crate::peer_device(), &mut raw);
+    for r in raw.iter().take(n) {
+        if eps.len() == max {
+            break;
+        }
+        if let Ok(e) = r.endpoint() {
+            eps.push(e, GFP_KERNEL)?;
+        }
+    }
+    let mut cpus = [0u8; 64];
+    for (i, e) in eps.iter().enumerate() {
+        let list = if i < ngpus {
+            helpers::node_cpulist(e.numa, &mut cpus)
+        } else {
+            ""
+        };
+        endpoint(i, e, list);
+    }
+    for (i, a) in eps.iter().enumerate() {
+        for (j, b) in eps.iter().enumerate() {
+            let link = classify(a, b);
+            let allowed =
+                gpus.get(i).filter(|_| i < ngpus).map(
+                    |g| {
+                        if i == j {
+                            true
+                        } else {
+                            p2p_gate(g, b).2
+                        }
+                    },
+                );
+            pair(i, j, link, allowed);
+        }
+    }
+    Ok((ngpus, eps.len() - ngpus))
 }
 
 /// Renders `debugfs/nvrs/topology`.

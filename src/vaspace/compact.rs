@@ -6,9 +6,9 @@
 //! The memory manager plans ([`crate::pmm::compact`]): which chunks to move where. This file
 //! moves them, one piece of one allocation at a time, under that allocation's lock:
 //!
-//! 1. The allocation must be live and unreachable by anyone but its owner's CPU mappings: no
-//!    `nvidia_p2p` pin, no dma-buf (the memory manager's pin counts already keep pinned and
-//!    exported chunks out of plans; this check closes the window between plan and move).
+//! 1. The allocation must be live, and the piece unreachable by anyone but its owner's CPU
+//!    mappings: `nvidia_p2p` pins and dma-buf holds count a memory-manager pin on every chunk
+//!    they cover, under the allocation's lock, and a pinned chunk is never moved.
 //! 2. The manager allocates the destination and marks the chunk [`State::TempPinned`]
 //!    (`begin_move`): no pin can be taken on it, and nobody else can free or split it.
 //! 3. The piece's CPU mappings are removed. The fault handler takes the same lock, so a CPU
@@ -30,7 +30,7 @@
 use kernel::{
     prelude::*,
     sync::{
-        atomic::Relaxed,
+        atomic::Release,
         Arc, //
     },
 };
@@ -44,7 +44,8 @@ use crate::{
     pmm::{
         compact::{
             Goal,
-            Move, //
+            Move,
+            PlanBuffers, //
         },
         Zero,
     },
@@ -73,14 +74,16 @@ impl Allocation {
     fn move_piece(&self, i: usize, mv: &Move) -> Result {
         let mem = &self.backing.mem;
         let st = self.state.lock();
-        if st.released || st.pins != 0 || st.dmabufs != 0 || mem.is_gone() {
+        if st.released || mem.is_gone() {
             return Err(EBUSY);
         }
         let p = self.backing.pieces.get(i).ok_or(EINVAL)?;
         let len = self.backing.piece_len(i);
-        if p.id() != mv.chunk || len != mv.size {
+        if p.id() != mv.chunk || p.fb_offset() != mv.from || len != mv.size {
             return Err(EAGAIN);
         }
+        // Refused if the chunk carries a pin: `nvidia_p2p` pins and dma-buf holds count one on
+        // every chunk they cover, under `st`.
         let dst = mem
             .pmm
             .lock()
@@ -95,23 +98,28 @@ impl Allocation {
         }
         let (src, to) = (mem.aperture_phys + mv.from, mem.aperture_phys + mv.to);
         // SAFETY: The source is this allocation's piece, whose mappings were just removed and
-        // which nobody else can reach (no pin, no dma-buf, `st` held against faults and pins);
-        // the destination was allocated for it and is not handed out yet.
+        // which nobody else can reach (no pin on it, `st` held against faults and pins); the
+        // destination was allocated for it and is not handed out yet.
         if let Err(e) = unsafe { mem.copier.copy(to, src, len) } {
             let _ = mem.pmm.lock().abort_move(mv.chunk, dst);
             return Err(e);
         }
         p.relocate(dst, mv.to);
-        self.moves.fetch_add(1, Relaxed);
+        // Orders the new location before the count: a reader that sees the count sees it.
+        self.moves.fetch_add(1, Release);
         // SAFETY: The old chunk is unreachable (as above) and no longer the piece's.
         let zero = match unsafe { helpers::zero_mmio(src, len) } {
             Ok(()) => Zero::Zeroed,
             Err(_) => Zero::Dirty,
         };
-        mem.pmm
-            .lock()
-            .finish_move(mv.chunk, dst, zero)
-            .map_err(fb::errno)?;
+        let mut pmm = mem.pmm.lock();
+        if let Err(e) = pmm.finish_move(mv.chunk, dst, zero) {
+            // The piece lives at `dst` now; whatever failed, the old chunk must go back.
+            pr_err!("compaction: finishing the move of {:#x}: {e:?}\n", mv.from);
+            let _ = pmm.unpin_allocated(dst);
+            let _ = pmm.free(mv.chunk, Zero::Dirty);
+        }
+        drop(pmm);
         drop(st);
         Ok(())
     }
@@ -135,15 +143,19 @@ pub(crate) fn compact(mem: &Arc<FbMemory>, goal: Goal) -> Result<Report> {
     let _one = mem.compacting.lock();
     // GPU removal waits for a compaction in flight.
     let _busy = mem.enter()?;
-    let mut plan = KVVec::new();
+    // The plan's memory is allocated before the manager's lock is taken to plan.
+    let sizing = mem.pmm.lock().plan_sizing();
+    let mut bufs = PlanBuffers::new();
+    bufs.reserve(sizing).map_err(fb::errno)?;
     let before = {
         let pmm = mem.pmm.lock();
         let s = pmm.stats();
         let before = (s.largest_free, s.fragmentation_permille());
-        pmm.plan_compaction(goal, &mut plan).map_err(fb::errno)?;
+        pmm.plan_compaction(goal, &mut bufs).map_err(fb::errno)?;
         before
     };
-    plan.sort_unstable_by_key(|m| m.chunk.raw());
+    bufs.moves_mut().sort_unstable_by_key(|m| m.chunk.raw());
+    let plan = bufs.moves();
     let mut report = Report {
         planned: plan.len(),
         ..Report::default()
@@ -160,7 +172,7 @@ pub(crate) fn compact(mem: &Arc<FbMemory>, goal: Goal) -> Result<Report> {
             let mut batch: [Option<Arc<Allocation>>; BATCH] = Default::default();
             let mut n = 0;
             vs.for_each_from(next_va, |a| {
-                if !core::ptr::eq(&*a.backing.mem, &**mem) || a.planned(&plan).next().is_none() {
+                if !core::ptr::eq(&*a.backing.mem, &**mem) || a.planned(plan).next().is_none() {
                     return true;
                 }
                 if let Some(slot) = batch.get_mut(n) {
@@ -174,7 +186,7 @@ pub(crate) fn compact(mem: &Arc<FbMemory>, goal: Goal) -> Result<Report> {
                 break;
             }
             for a in batch.iter().flatten() {
-                for (i, mv) in a.planned(&plan) {
+                for (i, mv) in a.planned(plan) {
                     if a.move_piece(i, mv).is_ok() {
                         report.moved += 1;
                         report.bytes += mv.size;

@@ -797,6 +797,46 @@ impl VaSpace {
     }
 }
 
+/// One process's live allocations on one GPU (`NVRS_IOCTL_PROCESSES`).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Usage {
+    /// The process.
+    pub(crate) pid: Pid,
+    /// The GPU's index.
+    pub(crate) gpu: u32,
+    /// Bytes allocated.
+    pub(crate) bytes: u64,
+}
+
+/// Fills `out` with the memory each live VA space holds on each GPU (GPUs with none left out);
+/// returns the entries written. Nothing is allocated under the locks.
+pub(crate) fn usage(out: &mut [Usage]) -> usize {
+    let mut n = 0;
+    let all = VASPACES.lock();
+    for vs in all.iter() {
+        let inner = vs.inner.lock();
+        let start = n;
+        for (_, a) in inner.allocs.iter() {
+            let gpu = a.gpu.index;
+            let bytes = a.span.len();
+            if let Some(u) = out
+                .get_mut(start..n)
+                .and_then(|s| s.iter_mut().find(|u| u.gpu == gpu))
+            {
+                u.bytes += bytes;
+            } else if let Some(u) = out.get_mut(n) {
+                *u = Usage {
+                    pid: vs.tgid,
+                    gpu,
+                    bytes,
+                };
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
 /// The allocation of the calling process that holds `want`.
 pub(crate) fn lookup_current(want: &Span) -> Option<Arc<Allocation>> {
     VaSpace::current()?.find(want)

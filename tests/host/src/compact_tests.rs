@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 
 use crate::hwref::{PMM_CHUNKS_DEFAULT, SZ_2M, SZ_4K, SZ_64K};
-use crate::pmm::compact::{Goal, Move};
+use crate::pmm::compact::{Goal, Move, PlanBuffers};
 use crate::pmm::{AllocFlags, ChunkId, MemType, Pmm, PmmError, State, Zero};
 use crate::std_storage::StdStorage;
 
@@ -324,8 +324,11 @@ fn feasible(m: &Model, roots: u64, chosen: &[bool], use_free_roots: bool) -> boo
 
 fn run(roots: u64, ops: &[Op], goal: Goal) {
     let (mut p, mut m) = build(roots, ops);
-    let mut plan = Vec::new();
-    match p.plan_compaction(goal, &mut plan) {
+    let mut bufs = PlanBuffers::new();
+    bufs.reserve(p.plan_sizing()).unwrap();
+    let r = p.plan_compaction(goal, &mut bufs);
+    let plan = bufs.moves().to_vec();
+    match r {
         Ok(bytes) => {
             assert_eq!(bytes, plan.iter().map(|mv| mv.size).sum::<u64>());
             check_plan(&p, &m, roots, goal, &plan);
@@ -427,8 +430,9 @@ fn checkerboard_with_pins_compacts_around_them() {
         p.alloc_contiguous(32 * SZ_2M, MemType::User),
         Err(PmmError::NoSpace)
     );
-    let mut plan = Vec::new();
-    let bytes = p.plan_compaction(Goal::Contiguous(32), &mut plan).unwrap();
+    let mut bufs = PlanBuffers::new();
+    let bytes = p.plan_compaction(Goal::Contiguous(32), &mut bufs).unwrap();
+    let plan = bufs.moves().to_vec();
     assert_eq!(
         bytes,
         32 * SZ_2M / 2,
@@ -474,7 +478,7 @@ fn pinned_everywhere_means_no_plan() {
         p.p2p_pin(id).unwrap();
         ids.push(id);
     }
-    let mut plan = Vec::new();
+    let mut plan = PlanBuffers::new();
     assert_eq!(
         p.plan_compaction(Goal::Contiguous(1), &mut plan),
         Err(PmmError::NoSpace)
@@ -488,9 +492,10 @@ fn pinned_everywhere_means_no_plan() {
         p.plan_compaction(Goal::Contiguous(1), &mut plan),
         Ok(SZ_64K)
     );
-    assert_eq!(plan.len(), 1);
-    assert_eq!(root_of(plan[0].from), 2);
-    assert_ne!(root_of(plan[0].to), 2);
+    let moves = plan.moves();
+    assert_eq!(moves.len(), 1);
+    assert_eq!(root_of(moves[0].from), 2);
+    assert_ne!(root_of(moves[0].to), 2);
     // Without whole free roots to use, the chunk goes into a hole of another root.
     assert_eq!(p.plan_compaction(Goal::Roots(1), &mut plan), Ok(SZ_64K));
 }
