@@ -62,7 +62,12 @@ fi
 
 step "host tests (cargo test)"
 log=$OUT/host-tests.log
-cargo test --manifest-path "$ROOT/tests/host/Cargo.toml" 2>&1 | tee "$log" | grep -E '^test |test result'
+{
+	cargo test --manifest-path "$ROOT/tests/host/Cargo.toml" 2>&1
+	# nvrs-smi: unit tests on a snapshot recorded in the VM, and its command line.
+	CARGO_TARGET_DIR="$OUT/smi-host-target" cargo test --locked \
+		--manifest-path "$ROOT/tools/nvrs-smi/Cargo.toml" 2>&1
+} | tee "$log" | grep -E '^test |test result'
 p=$(grep -oE '[0-9]+ passed' "$log" | awk '{s += $1} END {print s + 0}')
 f=$(grep -oE '[0-9]+ failed' "$log" | awk '{s += $1} END {print s + 0}')
 if ! grep -q 'test result: ok' "$log"; then f=$((f + 1)); fi
@@ -108,6 +113,8 @@ record "module metadata" "$mp" "$mf"
 step "style: rustfmt (kernel configuration) and checkpatch"
 mp=0
 mf=0
+meta "rustfmt and clippy of nvrs-smi" \
+	'(cd "$ROOT/tools/nvrs-smi" && cargo fmt --check && CARGO_TARGET_DIR="$OUT/smi-host-target" cargo clippy --locked --all-targets -- -D warnings) >/dev/null 2>&1'
 meta "rustfmt --check of the module and the host crate" \
 	'rustfmt --config-path "$KSRC/.rustfmt.toml" --edition 2021 --check "$ROOT/src/nvrs.rs" "$ROOT/tests/host/src/lib.rs" "$ROOT/tests/host/examples/pmm_bench.rs"'
 for f in rust/helpers.c rust/helpers.h rust/bench_buddy.c include/nvrs.h \
@@ -150,7 +157,8 @@ vm() {
 KUNIT=(--expect-suite nvrs_ident --expect-suite nvrs_emu_identity --expect-suite nvrs_gpus
 	--expect-suite nvrs_topology --expect-suite nvrs_pmm)
 vm switch --topology switch --bad-gpus --scenario probe --scenario topology --scenario p2p \
-	--scenario isolation --scenario dmabuf --scenario compact "${KUNIT[@]}"
+	--scenario isolation --scenario dmabuf --scenario compact --scenario smi --files "$OUT/files" \
+	"${KUNIT[@]}"
 # The DKMS package: `dkms build` against the test kernel tree (Debian's dkms,
 # in a private tree), and the module it builds is the one the next VM loads.
 step "DKMS package"

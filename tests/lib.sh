@@ -35,6 +35,15 @@ nvrs_build() {
 		echo "error: building nvrs_consumer.ko failed" >&2
 		return 1
 	}
+	# nvrs-smi, static (it runs in the VM's busybox initramfs).
+	CARGO_TARGET_DIR="$OUT/smi-target" RUSTFLAGS="-C target-feature=+crt-static" \
+		cargo build --release --locked --target x86_64-unknown-linux-gnu \
+		--manifest-path "$ROOT/tools/nvrs-smi/Cargo.toml" >>"$OUT/build.log" 2>&1 &&
+		cp "$OUT/smi-target/x86_64-unknown-linux-gnu/release/nvrs-smi" "$OUT/nvrs-smi" || {
+		cat "$OUT/build.log"
+		echo "error: building nvrs-smi failed" >&2
+		return 1
+	}
 	for t in nvrs-tool nvrs-fuzz; do
 		gcc -static -O2 -Wall -Wextra -Werror -pthread -I "$ROOT/include/uapi" \
 			-o "$OUT/$t" "$ROOT/tests/tools/$t.c" >>"$OUT/build.log" 2>&1 || {
@@ -52,4 +61,4 @@ nvrs_build() {
 
 # The modules every VM run loads.
 VM_MODULES=(--module "$ROOT/nvrs.ko" --module "$ROOT/tests/consumer/nvrs_consumer.ko"
-	--bin "$OUT/nvrs-tool" --bin "$OUT/nvrs-fuzz")
+	--bin "$OUT/nvrs-tool" --bin "$OUT/nvrs-fuzz" --bin "$OUT/nvrs-smi")

@@ -52,6 +52,20 @@ demo "== Isolation: a process writes a secret into GPU memory and frees it: its 
 demo "   mapping now faults (SIGBUS), and the next allocation of that memory reads zeros =="
 nvrs-tool alloc A 1 2M \; wr A 0x100 0x5ec12e75 \; !EFAULT usefree A \; alloc B 1 2M \; \
 	rd B 0x100 0 2>&1 | show
+demo "== nvrs-smi, while a process holds memory: 8 MiB contiguous, 6 MiB in 2 MiB chunks,"
+demo "   forty 64 KiB allocations (half of them freed again), 2 MiB pinned for edu =="
+nvrs-tool alloc A 0 8M contig \; alloc B 0 6M \; frag 0 40 \; alloc C 0 2M \; \
+	ctl pin 2 @C 0x200000 \; \
+	sh "nvrs-smi >/tmp/smi.txt; nvrs-smi topo -m >/tmp/topo.txt" \; \
+	sh "nvrs-smi pmm -i 0 --no-color --output /tmp/pmm.svg >/tmp/pmm.txt" \; \
+	ctl put 2 >/tmp/demo-smi.out 2>&1
+show </tmp/smi.txt
+demo "== nvrs-smi topo -m =="
+show </tmp/topo.txt
+demo "== nvrs-smi pmm -i 0 (the memory manager's roots; written as SVG too) =="
+show </tmp/pmm.txt
+send_file /tmp/pmm.svg demo-pmm-map.svg
+check "demo: nvrs-smi" grep -q "GH100" /tmp/smi.txt
 first=$(nvrs_bound | head -n1)
 demo "== /sys/kernel/debug/nvrs/$first/pmm/stats =="
 show </sys/kernel/debug/nvrs/$first/pmm/stats

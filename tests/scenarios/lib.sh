@@ -110,3 +110,9 @@ check_all_returned() {
 			"grep -q \"^free_bytes: $(fb_total $_g)\$\" /sys/kernel/debug/nvrs/$_g/pmm/stats"
 	done
 }
+
+# send_file PATH NAME: sends a file out of the VM; the runner writes it as NAME
+# in its --files directory (tests/out/files for make check and make demo).
+send_file() {
+	base64 "$1" | while IFS= read -r _l; do echo "nvrs-file: $2 $_l"; done
+}

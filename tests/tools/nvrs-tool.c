@@ -80,7 +80,7 @@
  *                              user-space half of a dma-buf registration
 
  * Compaction (a fragmented GPU, kept in this process):
- *   frag GPU                   allocate all of GPU's memory in 64 KiB allocations, map
+ *   frag GPU [N]               allocate all of GPU's memory (or N allocations) in 64 KiB allocations, map
  *                              each (the mappings are kept), write a 16-byte
  *                              needle 0xc0de0000 + k at the start of allocation k
  *                              and its complement at the end, then free every odd k
@@ -945,16 +945,18 @@ static uint64_t frag_va[FRAG_MAX];
 static volatile uint32_t *frag_map[FRAG_MAX];
 static int frag_n;
 
-static int frag(int gpu)
+static int frag(int gpu, int max)
 {
-	int k, kept = 0;
+	int k, kept = 0, err = 0;
 
-	for (frag_n = 0; frag_n < FRAG_MAX; frag_n++) {
+	for (frag_n = 0; frag_n < max; frag_n++) {
 		struct nvrs_alloc a = { .gpu = gpu, .size = 1 << 16 };
 		volatile uint32_t *m;
 
-		if (ioctl(fd, NVRS_IOCTL_ALLOC, &a))
+		if (ioctl(fd, NVRS_IOCTL_ALLOC, &a)) {
+			err = errno;
 			break;
+		}
 		m = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED, fd, a.va);
 		if (m == MAP_FAILED)
 			return -errno;
@@ -964,8 +966,9 @@ static int frag(int gpu)
 			m[k] = FRAG_NEEDLE + frag_n;
 		m[(1 << 14) - 1] = ~(FRAG_NEEDLE + frag_n);
 	}
-	if (errno != ENOMEM)
-		return -errno;
+	/* Running out of memory is how an unbounded fill ends. */
+	if (err && err != ENOMEM)
+		return -err;
 	for (k = 1; k < frag_n; k += 2) {
 		struct nvrs_free f = { .va = frag_va[k] };
 
@@ -1243,9 +1246,13 @@ static int run(int argc, char **argv)
 		free(y);
 		return 0;
 	}
-	if (!strcmp(cmd, "frag") && argc == 2) {
+	if (!strcmp(cmd, "frag") && (argc == 2 || argc == 3)) {
+		int max = argc == 3 ? atoi(argv[2]) : FRAG_MAX;
+
 		ret = open_dev();
-		return ret ? ret : frag(atoi(argv[1]));
+		if (max < 1 || max > FRAG_MAX)
+			return -EINVAL;
+		return ret ? ret : frag(atoi(argv[1]), max);
 	}
 	if (!strcmp(cmd, "fragcheck") && argc == 1)
 		return frag_check();

@@ -22,6 +22,7 @@ result line per suite and per scenario, and "RESULT: N passed, N failed".
 """
 
 import argparse
+import base64
 import gzip
 import os
 import re
@@ -240,6 +241,19 @@ def parse_console(text):
     return suites, scenarios, problems
 
 
+def save_files(console, where):
+    """Writes the files scenarios sent out on the console (lib.sh send_file) to `where`."""
+    files = {}
+    for m in re.finditer(r"nvrs-file: ([\w.-]+) ([A-Za-z0-9+/=]+)\r?$", console, re.M):
+        files.setdefault(m.group(1), []).append(m.group(2))
+    if not where or not files:
+        return
+    os.makedirs(where, exist_ok=True)
+    for name, lines in files.items():
+        with open(os.path.join(where, name), "wb") as f:
+            f.write(base64.b64decode("".join(lines)))
+
+
 class BackingCheck:
     """Checks, in the emulated GPUs' backing files, the patterns the consumer's edu DMA wrote.
 
@@ -351,6 +365,8 @@ def main():
     ap.add_argument("--show", choices=["none", "tap", "all"], default="tap",
                     help="what of the console to echo")
     ap.add_argument("--host-check", help="python file with check(gpus) run after the VM")
+    ap.add_argument("--files", default=None,
+                    help="directory for files scenarios send out (\"nvrs-file: NAME BASE64\" lines)")
     args = ap.parse_args()
 
     if not args.kernel or not os.path.exists(args.kernel):
@@ -427,6 +443,7 @@ def main():
             with open(args.log, "w") as f:
                 f.write(console)
         suites, scenarios, problems = parse_console(console)
+        save_files(console, args.files)
         host_results = backing.finish()
         if args.host_check:
             ns = {}

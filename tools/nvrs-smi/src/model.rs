@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What nvrs-smi knows of the GPUs: one snapshot, read from `/dev/nvrs` ([`collect`]) or from a
+//! recorded JSON file (the tests' fixtures). Every view renders from it, and `--json` prints it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::hwref;
+use crate::uapi::{self, Device};
+
+/// Everything the views show.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Snapshot {
+    /// When it was read, as nvidia-smi prints it (`Thu Dec  3 03:04:15 2026`).
+    pub timestamp: String,
+    /// The driver ("nvrs") and this tool's version.
+    pub driver_version: String,
+    pub gpus: Vec<Gpu>,
+    pub topology: Topology,
+    pub processes: Vec<Process>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Gpu {
+    pub index: u32,
+    /// `00000000:03:00.0`, nvidia-smi's form.
+    pub bus_id: String,
+    /// The chip, e.g. `GH100`.
+    pub name: String,
+    pub chipset: u32,
+    /// `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+    pub uuid: String,
+    pub fb: Memory,
+    pub bar1: Memory,
+    pub pmm: Pmm,
+    pub p2p: P2p,
+    /// NVLink of the chip (hwref), if it has it: `(links, GB/s per link and direction)`.
+    pub nvlink: Option<(u8, f64)>,
+    /// One byte per 2 MiB root (`NVRS_ROOT_*`), only when a view needs the map.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roots: Vec<u8>,
+}
+
+/// Bytes.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Memory {
+    pub total: u64,
+    pub used: u64,
+    pub free: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Pmm {
+    pub free_zeroed: u64,
+    pub largest_free: u64,
+    pub fragmentation_permille: u32,
+    pub alloc_failures: u64,
+    pub compactions: u64,
+    pub compacted_bytes: u64,
+    /// Chunk sizes, smallest first, with their counts per state.
+    pub chunks: Vec<ChunkCount>,
+}
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ChunkCount {
+    pub size: u64,
+    pub free: u64,
+    pub allocated: u64,
+    pub split: u64,
+    pub temp_pinned: u64,
+}
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct P2p {
+    pub pins: u32,
+    pub dma_mappings: u32,
+    pub dmabufs: u32,
+    pub dmabuf_mappings: u32,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Topology {
+    /// The GPUs come first among the endpoints.
+    pub gpus: usize,
+    pub endpoints: Vec<Endpoint>,
+    /// `link[i][j]` as nvidia-smi names it: `X`, `NV4`, `PIX`, `PXB`, `PHB`, `NODE`, `SYS`.
+    pub link: Vec<Vec<String>>,
+    /// Whether GPU `i`'s memory may be DMA-mapped for endpoint `j` (rows of GPUs only).
+    pub p2p: Vec<Vec<bool>>,
+    /// The `p2p_topology` parameter: 0 by topology, 1 allow, 2 deny.
+    pub gate: u32,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Endpoint {
+    /// `GPU0`, `NIC0`, ...
+    pub label: String,
+    /// `0000:03:00.0`.
+    pub pci: String,
+    pub numa_node: Option<u32>,
+    /// For GPUs: the CPUs near it, as a cpulist.
+    pub cpu_affinity: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Process {
+    pub gpu: u32,
+    pub pid: i32,
+    pub name: String,
+    pub bytes: u64,
+}
+
+/// The link code of `NVRS_LINK_*` as nvidia-smi names it.
+fn link_name(code: u8) -> String {
+    match code {
+        1 => "X".into(),
+        2 => "PIX".into(),
+        3 => "PXB".into(),
+        4 => "PHB".into(),
+        5 => "NODE".into(),
+        6 => "SYS".into(),
+        c if c & 0x80 != 0 => format!("NV{}", c & 0x7f),
+        _ => "?".into(),
+    }
+}
+
+fn bdf(id: u32) -> String {
+    let (domain, bus, devfn) = (id >> 16, (id >> 8) & 0xff, id & 0xff);
+    format!("{domain:04x}:{bus:02x}:{:02x}.{}", devfn >> 3, devfn & 7)
+}
+
+fn uuid(u: &[u8; 16]) -> String {
+    let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+fn timestamp() -> String {
+    // SAFETY: `time(NULL)` and `localtime_r` into a local `tm`; `strftime` writes at most
+    // `buf.len()` bytes.
+    unsafe {
+        let t = libc::time(std::ptr::null_mut());
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&t, &mut tm);
+        let mut buf = [0u8; 64];
+        let n = libc::strftime(
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            c"%a %b %e %H:%M:%S %Y".as_ptr(),
+            &tm,
+        );
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+}
+
+/// The name of process `pid` (`/proc/PID/comm`), or `-`.
+fn process_name(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "-".into())
+}
+
+/// Reads a snapshot from `dev`; with `roots`, the memory maps too.
+pub fn collect(dev: &Device, roots: bool) -> std::io::Result<Snapshot> {
+    let mut gpus = Vec::new();
+    for i in 0..dev.gpu_count()? {
+        let info = dev.gpu_info(i)?;
+        let st = dev.gpu_stats(i)?;
+        // Later versions only add fields in place of reserved ones.
+        if st.version < uapi::STATS_VERSION {
+            return Err(std::io::Error::other(format!(
+                "nvrs reports statistics version {}, nvrs-smi needs {}",
+                st.version,
+                uapi::STATS_VERSION
+            )));
+        }
+        let chip = uapi::c_str(&info.chip);
+        let nvlink = hwref::table_for_arch((info.chipset >> 4) as u8)
+            .and_then(|t| t.chipset(info.chipset as u16))
+            .and_then(|c| c.nvlink)
+            .map(|n| (n.links, f64::from(n.link_mbps_per_direction) / 1000.0));
+        let levels = (st.chunk_levels as usize).min(uapi::CHUNK_SIZES);
+        let chunks = (0..levels)
+            .map(|l| ChunkCount {
+                size: st.chunk_size[l],
+                free: st.chunks[0][l],
+                allocated: st.chunks[1][l],
+                split: st.chunks[2][l],
+                temp_pinned: st.chunks[3][l],
+            })
+            .collect();
+        let name = uapi::c_str(&info.name);
+        gpus.push(Gpu {
+            index: i,
+            bus_id: format!("0000{}", name.to_uppercase()),
+            name: chip,
+            chipset: info.chipset,
+            uuid: uuid(&info.uuid),
+            fb: Memory {
+                total: st.fb_total,
+                used: st.fb_used,
+                free: st.fb_free,
+            },
+            bar1: Memory {
+                total: st.bar1_total,
+                used: st.bar1_pinned,
+                free: st.bar1_total.saturating_sub(st.bar1_pinned),
+            },
+            pmm: Pmm {
+                free_zeroed: st.fb_free_zeroed,
+                largest_free: st.largest_free,
+                fragmentation_permille: st.fragmentation_permille,
+                alloc_failures: st.alloc_failures,
+                compactions: st.compactions,
+                compacted_bytes: st.compacted_bytes,
+                chunks,
+            },
+            p2p: P2p {
+                pins: st.pins,
+                dma_mappings: st.dma_mappings,
+                dmabufs: st.dmabufs,
+                dmabuf_mappings: st.dmabuf_mappings,
+            },
+            nvlink,
+            roots: if roots && st.fb_total != 0 {
+                dev.pmm_map(i)?.0
+            } else {
+                Vec::new()
+            },
+        });
+    }
+    let t = dev.topology()?;
+    let n = (t.gpus + t.peers) as usize;
+    let endpoints = (0..n)
+        .map(|i| {
+            let e = &t.ep[i];
+            let gpu = i < t.gpus as usize;
+            Endpoint {
+                label: if gpu {
+                    format!("GPU{i}")
+                } else {
+                    format!("NIC{}", i - t.gpus as usize)
+                },
+                pci: bdf(e.pci_id),
+                numa_node: u32::try_from(e.numa_node).ok(),
+                cpu_affinity: uapi::c_str(&e.cpu_affinity),
+            }
+        })
+        .collect();
+    let topology = Topology {
+        gpus: t.gpus as usize,
+        endpoints,
+        link: (0..n)
+            .map(|i| (0..n).map(|j| link_name(t.link[i][j])).collect())
+            .collect(),
+        p2p: (0..t.gpus as usize)
+            .map(|i| (0..n).map(|j| t.p2p[i][j] != 0).collect())
+            .collect(),
+        gate: t.gate,
+    };
+    let processes = dev
+        .processes()?
+        .into_iter()
+        .map(|p| Process {
+            gpu: p.gpu,
+            pid: p.pid,
+            name: process_name(p.pid),
+            bytes: p.bytes,
+        })
+        .collect();
+    Ok(Snapshot {
+        timestamp: timestamp(),
+        driver_version: format!("nvrs (nvrs-smi {})", env!("CARGO_PKG_VERSION")),
+        gpus,
+        topology,
+        processes,
+    })
+}

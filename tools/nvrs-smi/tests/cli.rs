@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The command line as a user meets it: exit statuses and one-line errors.
+
+use std::process::Command;
+
+fn smi(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_nvrs-smi"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/two-gpus.json");
+
+#[test]
+fn bad_arguments_give_one_line_and_status_2() {
+    for args in [
+        &["--bogus"][..],
+        &["topo"],
+        &["--query-gpu=nosuch", "--format=csv", "--snapshot", FIXTURE],
+        &["--query-gpu=index", "--format=xml", "--snapshot", FIXTURE],
+        &["--format=csv", "--snapshot", FIXTURE],
+    ] {
+        let (code, out, err) = smi(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("nvrs-smi: "), "{err}");
+        assert!(out.is_empty());
+    }
+}
+
+#[test]
+fn no_driver_says_so_in_one_line() {
+    let (code, out, err) = smi(&["--device", "/nonexistent/nvrs"]);
+    assert_eq!(code, 9);
+    assert_eq!(err, "nvrs-smi: cannot open /nonexistent/nvrs (No such file or directory (os error 2)): is the nvrs module loaded?\n");
+    assert!(out.is_empty());
+}
+
+#[test]
+fn unknown_gpu_is_status_6() {
+    let (code, _, err) = smi(&["-i", "9", "--snapshot", FIXTURE]);
+    assert_eq!(code, 6);
+    assert_eq!(err, "nvrs-smi: no GPU matches \"9\"\n");
+}
+
+#[test]
+fn every_view_has_json() {
+    for args in [
+        &[][..],
+        &["-q"],
+        &["topo", "-m"],
+        &["nvlink", "-s"],
+        &["--query-gpu=index,name", "--format=csv"],
+    ] {
+        let mut a = args.to_vec();
+        a.extend(["--json", "--snapshot", FIXTURE]);
+        let (code, out, err) = smi(&a);
+        assert_eq!(code, 0, "{a:?}: {err}");
+        serde_json::from_str::<serde_json::Value>(&out)
+            .unwrap_or_else(|e| panic!("{a:?}: {e}: {out}"));
+    }
+}
+
+#[test]
+fn svg_file_is_written() {
+    let path = std::env::temp_dir().join(format!("nvrs-smi-test-{}.svg", std::process::id()));
+    let p = path.to_str().unwrap();
+    let (code, out, err) = smi(&[
+        "pmm",
+        "-i",
+        "0",
+        "--no-color",
+        "--output",
+        p,
+        "--snapshot",
+        FIXTURE,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("wrote the memory map of GPU 0"), "{out}");
+    let svg = std::fs::read_to_string(&path).unwrap();
+    assert!(svg.starts_with("<svg"));
+    std::fs::remove_file(path).unwrap();
+}
