@@ -241,7 +241,7 @@ impl<S: Storage> Pmm<S> {
                         b.windows.try_push((*c, i))?;
                     }
                 }
-                b.windows.sort_unstable();
+                sort_by_key(&mut b.windows, |w| *w);
                 if b.windows.len() < need {
                     return Err(PmmError::NoSpace);
                 }
@@ -318,7 +318,7 @@ impl<S: Storage> Pmm<S> {
                 return Err(e.into());
             }
         }
-        out.sort_unstable_by(|a, b| b.size.cmp(&a.size).then(a.from.cmp(&b.from)));
+        sort_by_key(out, |m| (core::cmp::Reverse(m.size), m.from));
         let mut bytes = 0u64;
         for m in out.iter_mut() {
             // Best fit: the smallest extent that holds the move. Sizes divide each other and
@@ -424,8 +424,41 @@ fn windows_by_cost<V: ChunkVec<(u64, usize)>>(
             }
         }
     }
-    out.sort_unstable();
+    sort_by_key(out, |w| *w);
     Ok(())
+}
+
+/// Sorts `v` by `key`, ascending (heapsort: in place, O(n log n), no allocation).
+///
+/// `core`'s slice sorts end in panic paths (`panic_on_ord_violation`) that the kernel's objtool
+/// does not know as `noreturn`, so the kernel build of this file uses its own.
+pub(crate) fn sort_by_key<T, K: Ord>(v: &mut [T], key: impl Fn(&T) -> K) {
+    let n = v.len();
+    let less = |v: &[T], a: usize, b: usize| match (v.get(a), v.get(b)) {
+        (Some(x), Some(y)) => key(x) < key(y),
+        _ => false,
+    };
+    let sift = |v: &mut [T], mut root: usize, end: usize| loop {
+        let mut child = 2 * root + 1;
+        if child >= end {
+            break;
+        }
+        if child + 1 < end && less(v, child, child + 1) {
+            child += 1;
+        }
+        if !less(v, root, child) {
+            break;
+        }
+        v.swap(root, child);
+        root = child;
+    };
+    for i in (0..n / 2).rev() {
+        sift(v, i, n);
+    }
+    for end in (1..n).rev() {
+        v.swap(0, end);
+        sift(v, 0, end);
+    }
 }
 
 /// A root index or count as a `usize` (lossless: roots fit in 22 bits).

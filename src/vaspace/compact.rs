@@ -43,6 +43,7 @@ use crate::{
     helpers,
     pmm::{
         compact::{
+            sort_by_key,
             Goal,
             Move,
             PlanBuffers, //
@@ -154,7 +155,7 @@ pub(crate) fn compact(mem: &Arc<FbMemory>, goal: Goal) -> Result<Report> {
         pmm.plan_compaction(goal, &mut bufs).map_err(fb::errno)?;
         before
     };
-    bufs.moves_mut().sort_unstable_by_key(|m| m.chunk.raw());
+    sort_by_key(bufs.moves_mut(), |m| m.chunk.raw());
     let plan = bufs.moves();
     let mut report = Report {
         planned: plan.len(),

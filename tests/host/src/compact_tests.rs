@@ -499,3 +499,23 @@ fn pinned_everywhere_means_no_plan() {
     // Without whole free roots to use, the chunk goes into a hole of another root.
     assert_eq!(p.plan_compaction(Goal::Roots(1), &mut plan), Ok(SZ_64K));
 }
+
+/// The planner's own sort agrees with `core`'s on random input.
+#[test]
+fn heapsort_sorts() {
+    let mut seed = 0x1234_5678u64;
+    for n in 0..200 {
+        let mut v: Vec<(u64, u32)> = (0..n)
+            .map(|_| {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((seed >> 40) % 17, (seed >> 20) as u32)
+            })
+            .collect();
+        let mut w = v.clone();
+        crate::pmm::compact::sort_by_key(&mut v, |x| *x);
+        w.sort_unstable();
+        assert_eq!(v, w);
+    }
+}
