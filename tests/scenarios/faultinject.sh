@@ -73,9 +73,15 @@ sweep "nvidia_p2p_get_pages_persistent" "0 -12" "alloc A 0 2M" "ctl ppin 1 @A 0x
 	"ctl put 1 ; free A"
 sweep "nvidia_p2p_dma_map_pages" "0 -12 -5" "alloc A 0 4M ; ctl pin 2 @A 0x400000" "ctl map 2" \
 	"ctl put 2 ; free A"
+sweep "EXPORT_DMABUF" "0 -12" "alloc A 0 2M" "export A 0 2M" "close A ; free A"
+sweep "dma-buf import through the RDMA core (pinned)" "0 -12 -5" "alloc A 0 2M ; export A 0 2M" \
+	"ctl dbget 0 %A 0 0x200000 pinned" "ctl dbput 0 ; close A ; free A"
+sweep "dma-buf import through the RDMA core (dynamic)" "0 -12 -5" "alloc A 0 2M ; export A 0 2M" \
+	"ctl dbget 1 %A 0 0x200000 dynamic" "ctl dbput 1 ; close A ; free A"
 # Teardown never allocates: FREE of mapped, pinned memory succeeds whatever fails.
 sweep "FREE of a mapped and pinned allocation" "0" \
 	"alloc A 0 2M ; ctl pin 3 @A 0x10000 ; ctl map 3 ; mapall A" "free A" "ctl put 3"
+sweep "FREE of an exported allocation" "0" "alloc A 0 2M ; export A 0 2M" "free A" "close A"
 check "no pins left" grep -qx "pins: 0" $D/p2p
 # Probe: bind GPU1 with its N-th allocation failing (unbound again before each try).
 sweep "probe (bind)" "0 -12 -19" "write /sys/bus/pci/drivers/nvrs/unbind $GPU1" \

@@ -20,6 +20,7 @@
  * Exit status 0 unless the fuzzer itself could not run.
  */
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -39,6 +40,7 @@
 #define NVAS 32
 #define NMAPS 16
 #define SLOTS 14	/* consumer slots 0..13; 14 and 15 are left alone */
+#define NDBUF 8		/* dma-buf descriptors kept, and consumer import slots */
 
 static uint64_t rng;
 static int fd = -1, ctl = -1, gpus = 1;
@@ -46,6 +48,9 @@ static uint64_t vas[NVAS], sizes[NVAS];
 static void *maps[NMAPS];
 static size_t map_len[NMAPS];
 static long errs[160], ops;
+static int dbufs[NDBUF] = { -1, -1, -1, -1, -1, -1, -1, -1 };
+static uint64_t dbuf_len[NDBUF];
+static uint8_t big[1 << 16];	/* PMM_MAP, PROCESSES and TOPOLOGY buffers */
 static sigjmp_buf fault_jmp;
 
 static uint64_t next(void)
@@ -130,13 +135,20 @@ static void op_ioctl(void)
 		NVRS_IOCTL_GPU_COUNT, NVRS_IOCTL_GPU_INFO, NVRS_IOCTL_ALLOC,
 		NVRS_IOCTL_FREE, _IOWR(NVRS_IOCTL_MAGIC, 2, uint32_t),
 		_IOWR(NVRS_IOCTL_MAGIC, 9, struct nvrs_alloc), 0,
+		NVRS_IOCTL_GPU_STATS, NVRS_IOCTL_EXPORT_DMABUF, NVRS_IOCTL_EXPORT_DMABUF,
+		NVRS_IOCTL_PMM_MAP, NVRS_IOCTL_PROCESSES, NVRS_IOCTL_TOPOLOGY,
 	};
 	union {
 		struct nvrs_alloc a;
 		struct nvrs_free f;
 		struct nvrs_gpu_info i;
-		uint8_t raw[128];
+		struct nvrs_gpu_stats st;
+		struct nvrs_export_dmabuf e;
+		struct nvrs_pmm_map pm;
+		struct nvrs_processes pr;
+		uint8_t raw[512];
 	} u;
+	void *arg = &u;
 	unsigned int cmd = cmds[pick(sizeof(cmds) / sizeof(cmds[0]))];
 	int ret, s = pick(NVAS);
 
@@ -152,12 +164,38 @@ static void op_ioctl(void)
 		u.f.va = some_va();
 	} else if (cmd == NVRS_IOCTL_GPU_INFO) {
 		u.i.index = pick(4) ? pick(gpus + 1) : next();
+	} else if (cmd == NVRS_IOCTL_GPU_STATS) {
+		u.st.index = pick(4) ? pick(gpus + 1) : next();
+	} else if (cmd == NVRS_IOCTL_EXPORT_DMABUF) {
+		u.e.va = some_va();
+		u.e.size = pick(2) ? (1 + pick(8)) << 16 : some_size();
+		u.e.flags = pick(8) ? 0 : next();
+		u.e.fd = pick(8) ? 0 : next();
+	} else if (cmd == NVRS_IOCTL_PMM_MAP) {
+		u.pm.gpu = pick(4) ? pick(gpus + 1) : next();
+		u.pm.roots = pick(4) ? pick(sizeof(big) + 1) : next();
+		/* A buffer that holds `roots` bytes, or any pointer with any count. */
+		u.pm.map = u.pm.roots <= sizeof(big) && pick(4) ? (uintptr_t)big : next();
+	} else if (cmd == NVRS_IOCTL_PROCESSES) {
+		u.pr.count = pick(4) ? pick(sizeof(big) / 16 + 1) : next();
+		u.pr.pad = pick(8) ? 0 : next();
+		u.pr.entries = u.pr.count <= sizeof(big) / 16 && pick(4) ? (uintptr_t)big : next();
+	} else if (cmd == NVRS_IOCTL_TOPOLOGY) {
+		arg = big;
 	} else {
 		for (ret = 0; ret < (int)sizeof(u.raw); ret++)
 			u.raw[ret] = next();
 	}
-	ret = ioctl(fd, cmd, some_arg(&u)) ? -errno : 0;
+	ret = ioctl(fd, cmd, some_arg(arg)) ? -errno : 0;
 	count(ret);
+	if (!ret && cmd == NVRS_IOCTL_EXPORT_DMABUF) {
+		int d = pick(NDBUF);
+
+		if (dbufs[d] >= 0)
+			close(dbufs[d]);
+		dbufs[d] = u.e.fd;
+		dbuf_len[d] = u.e.size;
+	}
 	if (!ret && cmd == NVRS_IOCTL_ALLOC) {
 		if (vas[s]) {
 			struct nvrs_free f = { .va = vas[s] };
@@ -217,6 +255,79 @@ static void op_touch(void)
 	count(0);
 }
 
+/* dma-buf descriptors: map and touch, import through the RDMA core, close. */
+static void op_dmabuf(void)
+{
+	int d = pick(NDBUF), slot = pick(NDBUF);
+	char text[160];
+	ssize_t r;
+
+	switch (pick(5)) {
+	case 0: {
+		size_t len = pick(4) ? dbuf_len[d] : pick(1 << 22);
+		void *m = mmap(NULL, len ? len : 4096, pick(4) ? PROT_READ | PROT_WRITE : PROT_READ,
+			       pick(8) ? MAP_SHARED : MAP_PRIVATE, dbufs[d], pick(4) ? 0 : next() & ~0xfffLL);
+
+		count(m == MAP_FAILED ? -errno : 0);
+		if (m == MAP_FAILED)
+			return;
+		if (!sigsetjmp(fault_jmp, 1))
+			(void)*(volatile uint32_t *)((char *)m + (pick(len ? len : 4096) & ~3ULL));
+		else
+			count(-EFAULT);
+		munmap(m, len ? len : 4096);
+		return;
+	}
+	case 1:
+	case 2: {
+		static const char *const modes[] = { "pinned", "revocable", "dynamic", "bogus" };
+
+		snprintf(text, sizeof(text), "dbget %d %d 0x%llx 0x%llx %s", slot,
+			 pick(8) ? dbufs[d] : (int)next(),
+			 (unsigned long long)(pick(2) ? 0 : pick(4) << 16),
+			 (unsigned long long)(pick(4) ? dbuf_len[d] : some_size()), modes[pick(4)]);
+		break;
+	}
+	case 3:
+		snprintf(text, sizeof(text), "dbput %d", slot);
+		break;
+	default:
+		if (dbufs[d] >= 0)
+			count(close(dbufs[d]) ? -errno : 0);
+		dbufs[d] = -1;
+		return;
+	}
+	r = pwrite(ctl, text, strlen(text), 0);
+	count(r < 0 ? -errno : 0);
+}
+
+/* Compacts a GPU through debugfs, for a random number of roots. */
+static void op_compact(void)
+{
+	DIR *d = opendir("/sys/kernel/debug/nvrs");
+	struct dirent *e;
+	int skip = pick(gpus);
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		char path[320], n[24];
+		int w;
+
+		if (strncmp(e->d_name, "0000:", 5) || skip--)
+			continue;
+		snprintf(path, sizeof(path), "/sys/kernel/debug/nvrs/%s/compact", e->d_name);
+		w = open(path, O_WRONLY | O_CLOEXEC);
+		if (w < 0)
+			break;
+		snprintf(n, sizeof(n), "%llu", (unsigned long long)(pick(4) ? 1 + pick(8) : next()));
+		count(write(w, n, strlen(n)) < 0 ? -errno : 0);
+		close(w);
+		break;
+	}
+	closedir(d);
+}
+
 static void op_ctl(void)
 {
 	char text[160];
@@ -274,7 +385,11 @@ static void run(long n)
 	long i;
 
 	for (i = 0; i < n; i++, ops++) {
-		switch (pick(10)) {
+		if (!pick(500)) {
+			op_compact();
+			continue;
+		}
+		switch (pick(12)) {
 		case 0:
 		case 1:
 		case 2:
@@ -287,6 +402,9 @@ static void run(long n)
 		case 5:
 		case 6:
 			op_touch();
+			break;
+		case 10:
+			op_dmabuf();
 			break;
 		default:
 			op_ctl();
@@ -310,6 +428,8 @@ static void burst_in_child(void)
 			vas[i] = 0;
 		for (i = 0; i < NMAPS; i++)
 			maps[i] = NULL;
+		for (i = 0; i < NDBUF; i++)
+			dbufs[i] = -1;
 		rng ^= 0x9e3779b97f4a7c15ULL;
 		run(200);
 		_exit(0);
@@ -352,12 +472,15 @@ int main(int argc, char **argv)
 		if (!pick(8))
 			burst_in_child();
 	}
-	/* Put what is still pinned, then let exit free the rest. */
+	/* Put what is still pinned or imported, then let exit free the rest. */
 	for (i = 0; i < SLOTS; i++) {
 		char text[32];
 
 		snprintf(text, sizeof(text), "put %d", i);
 		if (pwrite(ctl, text, strlen(text), 0) < 0)
+			count(-errno);
+		snprintf(text, sizeof(text), "dbput %d", i % NDBUF);
+		if (i < NDBUF && pwrite(ctl, text, strlen(text), 0) < 0)
 			count(-errno);
 	}
 	printf("nvrs-fuzz: seed %llu: %ld operations; results:", (unsigned long long)seed, ops);

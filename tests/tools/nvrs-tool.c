@@ -50,7 +50,7 @@
  *                              system call (or fault) failing (fault
  *                              injection, /proc/thread-self/fail-nth), and
  *                              print "fail N injected I result R"; CMD is one
- *                              of alloc, free, ctl, mapall, write
+ *                              of alloc, free, ctl, mapall, write, export
  *   write FILE TEXT            write TEXT to FILE (e.g. a driver's bind file)
  *   soak GPU SECONDS           8 threads for SECONDS: pin / map / unmap / put
  *                              with a gdrdrv-style consumer whose callback
