@@ -116,7 +116,7 @@ mf=0
 meta "rustfmt and clippy of nvrs-smi" \
 	'(cd "$ROOT/tools/nvrs-smi" && cargo fmt --check && CARGO_TARGET_DIR="$OUT/smi-host-target" cargo clippy --locked --all-targets -- -D warnings) >/dev/null 2>&1'
 meta "rustfmt --check of the module and the host crate" \
-	'rustfmt --config-path "$KSRC/.rustfmt.toml" --edition 2021 --check "$ROOT/src/nvrs.rs" "$ROOT/tests/host/src/lib.rs" "$ROOT/tests/host/examples/pmm_bench.rs"'
+	'rustfmt --config-path "$KSRC/.rustfmt.toml" --edition 2021 --check "$ROOT/src/nvrs.rs" "$ROOT/tests/host/src/lib.rs" "$ROOT/tests/host/examples/pmm_bench.rs" "$ROOT/tests/host/build.rs"'
 for f in rust/helpers.c rust/helpers.h rust/bench_buddy.c include/nvrs.h \
 	include/nvrs_emu_identity.h include/uapi/nvrs.h rust/dmabuf.c \
 	tests/consumer/consumer.c tests/consumer/consumer.h tests/consumer/dmabuf.c; do

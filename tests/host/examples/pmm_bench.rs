@@ -8,11 +8,9 @@
 //!
 //! `bench: <trace> nvrs=<ns/op>ns anchor=<ns/op>ns ratio=<anchor/nvrs> largest_free_nvrs=<bytes> largest_free_anchor=<bytes>`
 //!
-//! The host has no kernel gpu_buddy, so the anchor is [`NaiveBuddy`]: a sorted-list buddy
-//! allocator, the pre-RB-tree gpu_buddy (drm_buddy) algorithm, written here for the bench.
-//! Its per-order free lists are kept sorted by offset with an O(n) insert (a walk to the insert
-//! position), which is the behaviour the RB-tree rewrite removed after it took 52.7% of CPU and
-//! caused soft lockups. It is *not* the kernel's current allocator.
+//! The anchor is the kernel's own gpu_buddy, compiled for user space from the kernel source the
+//! bootstrap fetches (`build.rs`, `NVRS_KSRC`), running the same traces natively in the same
+//! process.
 
 #![allow(dead_code)]
 
@@ -26,13 +24,16 @@ mod std_storage;
 #[path = "../../../src/bench/traces.rs"]
 mod traces;
 
-use std::collections::HashMap;
 use std::time::Instant;
 
-use hwref::{PMM_CHUNKS_DEFAULT, SZ_4K};
+use hwref::PMM_CHUNKS_DEFAULT;
+#[cfg(gpu_buddy)]
+use hwref::SZ_4K;
 use pmm::Pmm;
 use std_storage::StdStorage;
-use traces::{BenchAlloc as Allocator, Clock, Line};
+use traces::Clock;
+#[cfg(gpu_buddy)]
+use traces::{BenchAlloc as Allocator, Line};
 
 /// `std::time::Instant` as the traces' clock.
 struct HostClock(Instant);
@@ -53,114 +54,73 @@ impl Nvrs {
     }
 }
 
-/// The anchor: a binary buddy allocator over 4 KiB pages whose roots are the power-of-two
-/// decomposition of the size (as gpu_buddy), with per-order free lists kept sorted by offset
-/// and an O(n) sorted insert (the pre-RB-tree gpu_buddy algorithm). Buddy state is found in
-/// O(1) (a hash map standing in for gpu_buddy's block tree); only list maintenance is linear.
-struct NaiveBuddy {
-    /// Free blocks per order, sorted by offset.
-    lists: Vec<Vec<u64>>,
-    /// Order of each free block, by offset.
-    free: HashMap<u64, u8>,
-    /// Offset and order of each root.
-    roots: Vec<(u64, u8)>,
+/// The anchor: the kernel's own `gpu_buddy` (`drivers/gpu/buddy.c`, built by `build.rs` from the
+/// kernel source with a small user-space shim), driven through the same C functions as in the
+/// VM (`rust/bench_buddy.c`): one naturally aligned block per allocation.
+#[cfg(gpu_buddy)]
+struct KernelBuddy(*mut core::ffi::c_void);
+
+// The library crate carries the gpu_buddy objects `build.rs` compiled.
+#[cfg(gpu_buddy)]
+use nvrs_host as _;
+
+#[cfg(gpu_buddy)]
+extern "C" {
+    fn nvrs_buddy_module_init() -> core::ffi::c_int;
+    fn nvrs_buddy_new(size: u64, chunk: u64) -> *mut core::ffi::c_void;
+    fn nvrs_buddy_destroy(mm: *mut core::ffi::c_void);
+    fn nvrs_buddy_alloc(mm: *mut core::ffi::c_void, size: u64) -> *mut core::ffi::c_void;
+    fn nvrs_buddy_free(mm: *mut core::ffi::c_void, block: *mut core::ffi::c_void);
+    fn nvrs_buddy_largest_free(mm: *mut core::ffi::c_void) -> u64;
 }
 
-const CHUNK_SHIFT: u32 = 12;
-
-impl NaiveBuddy {
-    fn new(bytes: u64) -> Self {
-        let mut b = NaiveBuddy {
-            lists: vec![Vec::new(); 52],
-            free: HashMap::new(),
-            roots: vec![],
-        };
-        let mut off = 0;
-        let mut left = bytes & !(SZ_4K - 1);
-        while left != 0 {
-            let order = (63 - left.leading_zeros() - CHUNK_SHIFT) as u8;
-            b.roots.push((off, order));
-            b.insert(off, order);
-            off += 1 << (order as u32 + CHUNK_SHIFT);
-            left -= 1 << (order as u32 + CHUNK_SHIFT);
-        }
-        b
-    }
-
-    /// The O(n) sorted insert: walk from the head to the first larger offset.
-    fn insert(&mut self, off: u64, order: u8) {
-        let list = &mut self.lists[order as usize];
-        let mut pos = 0;
-        while pos < list.len() && list[pos] < off {
-            pos += 1;
-        }
-        list.insert(pos, off);
-        self.free.insert(off, order);
-    }
-
-    fn remove(&mut self, off: u64, order: u8) {
-        let list = &mut self.lists[order as usize];
-        let pos = list.binary_search(&off).expect("free block on its list");
-        list.remove(pos);
-        self.free.remove(&off);
-    }
-
-    fn root_order_at(&self, off: u64) -> u8 {
-        self.roots
-            .iter()
-            .find(|&&(o, ord)| off >= o && off < o + (1 << (ord as u32 + CHUNK_SHIFT)))
-            .expect("root")
-            .1
+#[cfg(gpu_buddy)]
+impl KernelBuddy {
+    fn new(bytes: u64) -> Option<Self> {
+        // SAFETY: Creates a manager of `bytes` with 4 KiB chunks; NULL on failure.
+        let mm = unsafe { nvrs_buddy_new(bytes, SZ_4K) };
+        (!mm.is_null()).then_some(Self(mm))
     }
 }
 
-impl Allocator for NaiveBuddy {
-    type Handle = (u64, u8);
+#[cfg(gpu_buddy)]
+impl Drop for KernelBuddy {
+    fn drop(&mut self) {
+        // SAFETY: `self.0` is a live manager, destroyed once.
+        unsafe { nvrs_buddy_destroy(self.0) };
+    }
+}
 
-    fn alloc(&mut self, size: u64) -> Option<(u64, u8)> {
-        let want = (size.trailing_zeros() - CHUNK_SHIFT) as u8;
-        let from = (want as usize..self.lists.len()).find(|&o| !self.lists[o].is_empty())? as u8;
-        // Highest offset of the smallest non-empty order, as gpu_buddy's default allocation.
-        let off = *self.lists[from as usize].last()?;
-        self.remove(off, from);
-        let mut order = from;
-        let mut off = off;
-        while order > want {
-            order -= 1;
-            // Keep the right half (gpu_buddy descends right), free the left one.
-            self.insert(off, order);
-            off += 1 << (order as u32 + CHUNK_SHIFT);
-        }
-        Some((off, want))
+#[cfg(gpu_buddy)]
+impl Allocator for KernelBuddy {
+    type Handle = *mut core::ffi::c_void;
+
+    fn alloc(&mut self, size: u64) -> Option<Self::Handle> {
+        // SAFETY: `self.0` is a live manager.
+        let b = unsafe { nvrs_buddy_alloc(self.0, size) };
+        (!b.is_null()).then_some(b)
     }
 
-    fn free(&mut self, (mut off, mut order): (u64, u8)) {
-        loop {
-            let root_order = self.root_order_at(off);
-            if order >= root_order {
-                break;
-            }
-            let buddy = off ^ (1 << (order as u32 + CHUNK_SHIFT));
-            if self.free.get(&buddy) != Some(&order) {
-                break;
-            }
-            self.remove(buddy, order);
-            off = off.min(buddy);
-            order += 1;
-        }
-        self.insert(off, order);
+    fn free(&mut self, h: Self::Handle) {
+        // SAFETY: `h` is a block of this manager, freed once.
+        unsafe { nvrs_buddy_free(self.0, h) };
     }
 
     fn largest_free(&self) -> u64 {
-        self.free
-            .values()
-            .map(|&o| 1u64 << (o as u32 + CHUNK_SHIFT))
-            .max()
-            .unwrap_or(0)
+        // SAFETY: `self.0` is a live manager.
+        unsafe { nvrs_buddy_largest_free(self.0) }
     }
 }
 
+#[cfg(not(gpu_buddy))]
 fn main() {
+    println!("bench: host anchor unavailable: build with NVRS_KSRC set to a kernel source tree");
+}
+
+#[cfg(gpu_buddy)]
+fn main() {
+    // SAFETY: The gpu_buddy "module" (its block cache) is set up once, before any manager.
+    unsafe { nvrs_buddy_module_init() };
     let scale = traces::Scale {
         ops: 400_000,
         requests: 100_000,
@@ -169,7 +129,7 @@ fn main() {
         &HostClock(Instant::now()),
         scale,
         |bytes| Some(Nvrs::new(bytes)),
-        |bytes| Some(NaiveBuddy::new(bytes)),
+        KernelBuddy::new,
         |trace, result| {
             let (nvrs, anchor) = result.expect("bookkeeping memory");
             print!(

@@ -1,0 +1,1 @@
+/* nvrs host shim */

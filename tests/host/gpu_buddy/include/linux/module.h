@@ -1,0 +1,1 @@
+/* nvrs host shim: see nvrs_buddy_shim.h */
