@@ -254,15 +254,19 @@ static int do_ctl(char *const *argv, int argc)
 	return 0;
 }
 
-static int map_rw(int s, uint64_t off, uint32_t val, int write)
+/*
+ * Writes (or reads and compares) the u32 at @off of a mapping of file @f that
+ * starts at file offset @base: the 64 KiB holding it is mapped for the access
+ * and unmapped again.
+ */
+static int map_word(int f, uint64_t base, uint64_t off, uint32_t val, int write)
 {
 	uint64_t page = off & ~0xffffULL;
 	volatile uint32_t *p;
 	void *m;
 	int ret = 0;
 
-	m = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-		 slot_va[s] + page);
+	m = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED, f, base + page);
 	if (m == MAP_FAILED)
 		return -errno;
 	p = (volatile uint32_t *)((char *)m + (off - page));
@@ -1010,28 +1014,6 @@ static int frag_check(void)
 	return bad ? -EIO : 0;
 }
 
-/* Reads or writes a u32 at @off of SLOT's dma-buf through a fresh mapping. */
-static int dmabuf_rw(int s, uint64_t off, uint32_t val, int write)
-{
-	uint64_t page = off & ~0xffffULL;
-	volatile uint32_t *p;
-	void *m;
-	int ret = 0;
-
-	m = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED, slot_fd[s], page);
-	if (m == MAP_FAILED)
-		return -errno;
-	p = (volatile uint32_t *)((char *)m + (off - page));
-	if (write) {
-		*p = val;
-	} else if (*p != val) {
-		printf("read 0x%08x, expected 0x%08x\n", *p, val);
-		ret = -EIO;
-	}
-	munmap(m, 1 << 16);
-	return ret;
-}
-
 static int export_dmabuf(uint64_t va, uint64_t size, uint32_t flags, int32_t want_fd)
 {
 	struct nvrs_export_dmabuf e = {
@@ -1157,8 +1139,8 @@ static int run(int argc, char **argv)
 		return ret;
 	}
 	if ((!strcmp(cmd, "dbwr") || !strcmp(cmd, "dbrd")) && argc == 4)
-		return dmabuf_rw(slot(argv[1]), parse_size(argv[2]),
-				 strtoul(argv[3], NULL, 0), cmd[2] == 'w');
+		return map_word(slot_fd[slot(argv[1])], 0, parse_size(argv[2]),
+				strtoul(argv[3], NULL, 0), cmd[2] == 'w');
 	if (!strcmp(cmd, "dbkeep") && argc == 2) {
 		int s = slot(argv[1]);
 		void *m = mmap(NULL, slot_dbsize[s], PROT_READ | PROT_WRITE,
@@ -1462,8 +1444,8 @@ static int run(int argc, char **argv)
 	} else if (!strcmp(cmd, "usefree") && argc == 2) {
 		return use_after_free(slot(argv[1]));
 	} else if ((!strcmp(cmd, "wr") || !strcmp(cmd, "rd")) && argc == 4) {
-		return map_rw(slot(argv[1]), parse_size(argv[2]),
-			      strtoul(argv[3], NULL, 0), cmd[0] == 'w');
+		return map_word(fd, slot_va[slot(argv[1])], parse_size(argv[2]),
+				strtoul(argv[3], NULL, 0), cmd[0] == 'w');
 	} else {
 		fprintf(stderr, "nvrs-tool: bad command '%s'\n", cmd);
 		exit(2);

@@ -105,12 +105,10 @@ pub fn histogram(g: &Gpu) -> Vec<(&'static str, usize)> {
     ]
 }
 
-/// The map in the terminal: coloured cells if `colour`, glyphs otherwise.
-pub fn terminal(g: &Gpu, colour: bool) -> String {
-    let mut o = String::new();
+/// The line above a map: the GPU and how fragmented its memory is.
+fn title(g: &Gpu) -> String {
     let f = g.pmm.fragmentation_permille;
-    let _ = writeln!(
-        o,
+    format!(
         "GPU {} {} ({}): {} roots of 2 MiB, {} MiB free, largest free block {}, fragmentation {}.{} %",
         g.index,
         g.name,
@@ -120,7 +118,13 @@ pub fn terminal(g: &Gpu, colour: bool) -> String {
         crate::render::size(g.pmm.largest_free),
         f / 10,
         f % 10
-    );
+    )
+}
+
+/// The map in the terminal: coloured cells if `colour`, glyphs otherwise.
+pub fn terminal(g: &Gpu, colour: bool) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "{}", title(g));
     for (row, chunk) in g.roots.chunks(WIDTH).enumerate() {
         let _ = write!(o, "{:>8} ", format!("{}M", row * WIDTH * 2));
         for &b in chunk {
@@ -165,7 +169,6 @@ pub fn svg(g: &Gpu) -> String {
     let hist_top = top + map_h + 50;
     let height = hist_top + hist.len() * 18 + 20;
     let width = 90 + WIDTH * cell + 90;
-    let f = g.pmm.fragmentation_permille;
     let mut doc = Document::new()
         .set("viewBox", (0, 0, width, height))
         .set("width", width)
@@ -178,21 +181,7 @@ pub fn svg(g: &Gpu) -> String {
                 .set("height", height)
                 .set("fill", "white"),
         )
-        .add(
-            Text::new(format!(
-                "GPU {} {} ({}): {} x 2 MiB, {} MiB free, largest free {}, fragmentation {}.{} %",
-                g.index,
-                g.name,
-                g.bus_id,
-                g.roots.len(),
-                g.fb.free >> 20,
-                crate::render::size(g.pmm.largest_free),
-                f / 10,
-                f % 10
-            ))
-            .set("x", 10)
-            .set("y", 20),
-        );
+        .add(Text::new(title(g)).set("x", 10).set("y", 20));
     for (i, &b) in g.roots.iter().enumerate() {
         let r = Root::from_byte(b);
         let (red, green, blue) = r.colour();
