@@ -200,7 +200,9 @@ impl Export {
     }
 
     /// Stops holding the allocation's memory (once), which returns it if the allocation was
-    /// released and nothing else holds it. Called with no lock held.
+    /// released and nothing else holds it. Called with no nvrs lock held (the dma-buf's
+    /// reservation lock may be, when the last pinned importer unmaps after a revocation; it is
+    /// above every nvrs lock).
     fn drop_hold(&self) {
         let held = core::mem::replace(&mut self.state.lock().holds, false);
         if held {
