@@ -280,6 +280,28 @@ static int map_word(int f, uint64_t base, uint64_t off, uint32_t val, int write)
 	return ret;
 }
 
+/*
+ * Maps @len bytes of file @f at @off with protection @prot (letters r, w, x)
+ * and @share ("shared" or "private"), reads the first word if readable, and
+ * unmaps: the mmap's errno, or 0.
+ */
+static int map_try(int f, uint64_t off, uint64_t len, const char *prot_s, const char *share)
+{
+	int prot = 0;
+	void *m;
+
+	prot |= strchr(prot_s, 'r') ? PROT_READ : 0;
+	prot |= strchr(prot_s, 'w') ? PROT_WRITE : 0;
+	prot |= strchr(prot_s, 'x') ? PROT_EXEC : 0;
+	m = mmap(NULL, len, prot, strcmp(share, "private") ? MAP_SHARED : MAP_PRIVATE, f, off);
+	if (m == MAP_FAILED)
+		return -errno;
+	if (prot & PROT_READ)
+		(void)*(volatile uint32_t *)m;
+	munmap(m, len);
+	return 0;
+}
+
 static int ctl_line(const char *text)
 {
 	int c = open(CTL, O_RDWR), ret = 0;
@@ -1159,21 +1181,9 @@ static int run(int argc, char **argv)
 		return faults(slot_dbmap[s] + parse_size(argv[2]) / 4) ? -EFAULT : 0;
 	}
 	if (!strcmp(cmd, "dbmmap") && argc == 4) {
-		int s = slot(argv[1]), prot = 0;
-		void *m;
+		int s = slot(argv[1]);
 
-		prot |= strchr(argv[2], 'r') ? PROT_READ : 0;
-		prot |= strchr(argv[2], 'w') ? PROT_WRITE : 0;
-		prot |= strchr(argv[2], 'x') ? PROT_EXEC : 0;
-		m = mmap(NULL, slot_dbsize[s], prot,
-			 strcmp(argv[3], "private") ? MAP_SHARED : MAP_PRIVATE,
-			 slot_fd[s], 0);
-		if (m == MAP_FAILED)
-			return -errno;
-		if (prot & PROT_READ)
-			(void)*(volatile uint32_t *)m;
-		munmap(m, slot_dbsize[s]);
-		return 0;
+		return map_try(slot_fd[s], 0, slot_dbsize[s], argv[2], argv[3]);
 	}
 	if (!strcmp(cmd, "benchexport") && argc == 4) {
 		int s = slot(argv[1]), n = atoi(argv[3]), i;
@@ -1394,19 +1404,9 @@ static int run(int argc, char **argv)
 	} else if (!strcmp(cmd, "benchscrub") && argc == 4) {
 		return bench_scrub(atoi(argv[1]), parse_size(argv[2]), atoi(argv[3]));
 	} else if (!strcmp(cmd, "mmap") && argc == 4) {
-		int s = slot(argv[1]), prot = 0;
-		void *m;
+		int s = slot(argv[1]);
 
-		prot |= strchr(argv[2], 'r') ? PROT_READ : 0;
-		prot |= strchr(argv[2], 'w') ? PROT_WRITE : 0;
-		prot |= strchr(argv[2], 'x') ? PROT_EXEC : 0;
-		m = mmap(NULL, slot_size[s], prot,
-			 strcmp(argv[3], "private") ? MAP_SHARED : MAP_PRIVATE, fd, slot_va[s]);
-		if (m == MAP_FAILED)
-			return -errno;
-		if (prot & PROT_READ)
-			(void)*(volatile uint32_t *)m;
-		munmap(m, slot_size[s]);
+		return map_try(fd, slot_va[s], slot_size[s], argv[2], argv[3]);
 	} else if (!strcmp(cmd, "rdonly") && argc == 1) {
 		close(fd);
 		fd = open("/dev/nvrs", O_RDONLY | O_CLOEXEC);

@@ -213,26 +213,22 @@ pub fn svg(g: &Gpu) -> String {
     ];
     let ly = top + map_h + 20;
     let mut lx = 90;
+    let swatch = |x: usize| {
+        Rectangle::new()
+            .set("x", x)
+            .set("y", ly - 9)
+            .set("width", 9)
+            .set("height", 9)
+    };
     for (label, colour) in legend {
         doc = doc
-            .add(
-                Rectangle::new()
-                    .set("x", lx)
-                    .set("y", ly - 9)
-                    .set("width", 9)
-                    .set("height", 9)
-                    .set("fill", colour),
-            )
+            .add(swatch(lx).set("fill", colour))
             .add(Text::new(label).set("x", lx + 12).set("y", ly));
         lx += 12 + label.len() * 7 + 14;
     }
     doc = doc
         .add(
-            Rectangle::new()
-                .set("x", lx)
-                .set("y", ly - 9)
-                .set("width", 9)
-                .set("height", 9)
+            swatch(lx)
                 .set("fill", "white")
                 .set("stroke", "black")
                 .set("stroke-width", 2),
