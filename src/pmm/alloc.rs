@@ -65,13 +65,16 @@ impl<S: Storage> Pmm<S> {
         let mut found = None;
         'search: for l in level..=top {
             for z in order {
-                if let Some(id) = self.first_free(list_index(kernel && l != top, l, z)) {
+                let untouched = || (l == top && !z).then(|| self.first_untouched()).flatten();
+                let first = self.first_free(list_index(kernel && l != top, l, z));
+                if let Some(id) = first.or_else(untouched) {
                     found = Some((id, l));
                     break 'search;
                 }
             }
         }
         let (mut id, from) = found.ok_or(PmmError::NoSpace)?;
+        self.touch(id.root())?;
         if from > level {
             self.reserve(id, self.slots_for(from, level).ok_or(PmmError::Corrupt)?)?;
         }
@@ -88,13 +91,12 @@ impl<S: Storage> Pmm<S> {
     /// Takes a free chunk off its list and hands it out: owned at once for the kernel,
     /// temp-pinned for a user.
     fn claim(&mut self, id: ChunkId, kernel: bool) -> Result<ChunkId, PmmError> {
-        self.unlink_free(id)?;
         let event = if kernel {
             Event::ClaimOwned
         } else {
             Event::Claim
         };
-        self.apply(id, event)?;
+        self.take_free(id, Some(event))?;
         Ok(id)
     }
 
@@ -129,6 +131,10 @@ impl<S: Storage> Pmm<S> {
             self.alloc_failures = self.alloc_failures.saturating_add(1);
             return Err(PmmError::NoSpace);
         }
+        if let Err(e) = self.touch(r) {
+            self.alloc_failures = self.alloc_failures.saturating_add(1);
+            return Err(e);
+        }
         if n.level > level {
             let slots = self.slots_for(n.level, level).ok_or(PmmError::Corrupt)?;
             if let Err(e) = self.reserve(id, slots) {
@@ -162,7 +168,8 @@ impl<S: Storage> Pmm<S> {
         }
         let mut start = 0usize;
         let mut len = 0u64;
-        for (i, r) in self.roots.iter().enumerate() {
+        for i in 0..self.root_count() {
+            let Some(r) = self.root_at(i) else { break };
             if r.node.state == State::Free {
                 if len == 0 {
                     start = i;
@@ -181,18 +188,14 @@ impl<S: Storage> Pmm<S> {
         }
         let first = u32::try_from(start).map_err(|_| PmmError::Corrupt)?;
         let run = u32::try_from(n).map_err(|_| PmmError::Corrupt)?;
+        if let Err(e) = self.touch(first + (run - 1)) {
+            self.alloc_failures = self.alloc_failures.saturating_add(1);
+            return Err(e);
+        }
         let kernel = ty == MemType::Kernel;
         for i in 0..run {
             let id = ChunkId::new(first + i, 0);
-            self.unlink_free(id)?;
-            self.apply(
-                id,
-                if kernel {
-                    Event::ClaimOwned
-                } else {
-                    Event::Claim
-                },
-            )?;
+            self.claim(id, kernel)?;
             let node = self.node_mut(id)?;
             node.flags = (node.flags & ZEROED)
                 | if kernel { KERNEL } else { 0 }

@@ -81,6 +81,18 @@ impl<S: Storage> Pmm<S> {
         if run_left != 0 {
             return Err("run past the end");
         }
+        // Untouched roots: free, unsplit, on no list.
+        let untouched = self.untouched_count();
+        if self.roots.len() > self.root_count() {
+            return Err("more touched roots than roots");
+        }
+        if let Some(c) = counts
+            .get_mut(State::Free.index())
+            .and_then(|c| c.get_mut(usize::from(self.top())))
+        {
+            *c += untouched;
+        }
+        leaf_bytes += untouched * ROOT_CHUNK_SIZE;
         if counts != self.counts {
             return Err("state counters");
         }
@@ -178,7 +190,8 @@ impl<S: Storage> Pmm<S> {
             let mut len = 0u64;
             while id != ChunkId::NIL {
                 let n = self.node(id).map_err(|_| "dead chunk on a free list")?;
-                if n.state != State::Free || n.prev != prev {
+                // The first chunk's `prev` is not kept.
+                if n.state != State::Free || (prev != ChunkId::NIL && n.prev != prev) {
                     return Err("free-list chunk state or back link");
                 }
                 if self.list_of(id) != Ok(key) {
@@ -200,10 +213,9 @@ impl<S: Storage> Pmm<S> {
             .counts
             .get(State::Free.index())
             .map_or(0, |c| c.iter().sum());
-        if total != free {
+        if total + self.untouched_count() != free {
             return Err("free chunks not all on lists");
         }
-        let _ = ROOT_CHUNK_SIZE;
         Ok(())
     }
 }

@@ -192,7 +192,7 @@ impl<S: Storage> Pmm<S> {
             usize::try_from(n).unwrap_or(usize::MAX)
         };
         PlanSizing {
-            roots: self.roots.len(),
+            roots: self.root_count(),
             free_chunks: count(State::Free),
             used_chunks: count(State::Allocated),
         }
@@ -206,7 +206,7 @@ impl<S: Storage> Pmm<S> {
         goal: Goal,
         b: &mut PlanBuffers<S>,
     ) -> Result<u64, PmmError> {
-        let roots = u32::try_from(self.roots.len()).map_err(|_| PmmError::Corrupt)?;
+        let roots = self.total;
         clear(&mut b.costs);
         clear(&mut b.chosen);
         clear(&mut b.windows);
@@ -266,7 +266,7 @@ impl<S: Storage> Pmm<S> {
     ) -> Result<u64, PmmError> {
         clear(out);
         clear(extents);
-        let roots = u32::try_from(self.roots.len()).map_err(|_| PmmError::Corrupt)?;
+        let roots = self.total;
         // Free extents outside the chosen roots, in roots that may take user chunks.
         for r in 0..roots {
             if chosen.get(idx(r)).copied().unwrap_or(true) {

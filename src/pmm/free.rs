@@ -26,6 +26,7 @@
 //! fully merged.
 
 use super::chunk::{CONTIG_TAIL, KERNEL, REVOKING, UNUSED, ZEROED};
+use super::freelist::{link_front, list_key};
 use super::{
     transition, ChunkId, ChunkVec, Event, FreeOutcome, Pmm, PmmError, State, Storage, Zero,
 };
@@ -35,36 +36,72 @@ impl<S: Storage> Pmm<S> {
     /// run), marking its memory zeroed or dirty; see the module documentation for
     /// [`FreeOutcome::Revoke`].
     pub(crate) fn free(&mut self, id: ChunkId, zero: Zero) -> Result<FreeOutcome, PmmError> {
-        let run = self.run_of(id)?;
-        let n = *self.node(id)?;
+        let zeroed = zero == Zero::Zeroed;
+        if id.sub() != 0 {
+            // A sub-chunk is never part of a run.
+            return self.release(id, zeroed);
+        }
+        let n = self.node(id)?;
+        if n.has(CONTIG_TAIL) {
+            return Err(PmmError::NotHead);
+        }
         transition(n.state, Event::Free)?;
         if n.pins != 0 {
-            self.node_mut(id)?.flags |= REVOKING;
-            return Ok(FreeOutcome::Revoke { pins: n.pins });
+            // The run's pins are counted on its first root.
+            return self.release(id, zeroed);
         }
-        if run > 1 {
-            self.root_mut(id)?.run = 1;
-        }
+        let run = core::mem::replace(&mut self.root_mut(id)?.run, 1);
         for i in 0..run {
-            self.release(ChunkId::new(id.root() + i, id.sub()), zero == Zero::Zeroed)?;
+            self.release(ChunkId::new(id.root() + i, 0), zeroed)?;
         }
         Ok(FreeOutcome::Freed)
     }
 
-    /// Returns a chunk to its free list and merges upwards.
-    pub(super) fn release(&mut self, id: ChunkId, zeroed: bool) -> Result<(), PmmError> {
-        self.apply(id, Event::Free)?;
-        let root = id.sub() == 0;
-        let n = self.node_mut(id)?;
+    /// Returns an allocated or temp-pinned chunk to the front of its free list and merges
+    /// upwards; one root lookup unless the list's first chunk or a merge is in another root.
+    /// A chunk with P2P pins is only marked revoking (see the module documentation).
+    pub(super) fn release(&mut self, id: ChunkId, zeroed: bool) -> Result<FreeOutcome, PmmError> {
+        let top = self.top();
+        let mut slots = Self::slots_in(&mut self.roots, id.root())?;
+        let n = slots.get(id.sub())?;
+        let from = n.state;
+        transition(from, Event::Free)?;
+        if n.pins != 0 {
+            n.flags |= REVOKING;
+            return Ok(FreeOutcome::Revoke { pins: n.pins });
+        }
+        n.state = State::Free;
         n.flags &= !(REVOKING | CONTIG_TAIL | ZEROED);
         if zeroed {
             n.flags |= ZEROED;
         }
-        if root {
+        if id.sub() == 0 {
             n.flags &= !KERNEL;
         }
-        self.push_free(id)?;
-        self.merge_up(id)
+        let list = self
+            .lists
+            .get_mut(list_key(n, top))
+            .ok_or(PmmError::Corrupt)?;
+        let head = link_front(list, id, n);
+        let (level, parent) = (n.level, n.parent);
+        let mut full = false;
+        if id.sub() != 0 {
+            let p = slots.get(parent)?;
+            p.free_children = p.free_children.checked_add(1).ok_or(PmmError::Corrupt)?;
+            full = Some(p.free_children) == self.fanouts.get(usize::from(p.level)).copied();
+        }
+        if head != ChunkId::NIL {
+            if head.root() == id.root() {
+                slots.get(head.sub())?.prev = id;
+            } else {
+                Self::node_in(&mut self.roots, head)?.prev = id;
+            }
+        }
+        self.count_move(from, State::Free, level, 1);
+        if full {
+            self.merge_up(id)?;
+        }
+        Ok(FreeOutcome::Freed)
     }
 
     /// Merges the ancestors of a chunk that just became free while all their children are free.

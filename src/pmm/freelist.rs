@@ -7,8 +7,12 @@
 //! `next`) as [`ChunkId`]s, so pushing, taking the first chunk and removing any chunk are O(1):
 //! freeing or merging never searches a list (the sorted-insert walk of the old drm/gpu buddy
 //! free lists is what caused its multi-second soft lockups).
+//!
+//! The first chunk of a list is the one its head names; its `prev` is not kept, so taking it
+//! (every allocation) writes no other chunk's metadata, often in another root. Pushing sets the
+//! old first chunk's `prev`, as it stops being first.
 
-use super::chunk::{ChunkId, Node, State, KERNEL, ZEROED};
+use super::chunk::{transition, ChunkId, Event, Node, State, KERNEL, ZEROED};
 use super::{Pmm, PmmError, Storage, MAX_SIZES};
 
 /// Number of free lists: 2 types × [`MAX_SIZES`] × zeroed/dirty.
@@ -38,7 +42,7 @@ pub(super) const fn list_index(kernel: bool, level: u8, zeroed: bool) -> usize {
 
 /// The list a free chunk belongs on: kernel chunks below the root size have their own lists
 /// (free roots are typeless); `top` is the root's level.
-fn list_key(n: &Node, top: u8) -> usize {
+pub(super) fn list_key(n: &Node, top: u8) -> usize {
     list_index(n.has(KERNEL) && n.level != top, n.level, n.has(ZEROED))
 }
 
@@ -51,49 +55,85 @@ impl<S: Storage> Pmm<S> {
     /// Puts a free chunk at the front of its list.
     pub(super) fn push_free(&mut self, id: ChunkId) -> Result<(), PmmError> {
         let top = self.top();
-        // One lookup of the chunk: its list, its state check and its links, with the list head
-        // updated alongside (the roots and the lists are separate fields).
         let n = Self::node_in(&mut self.roots, id)?;
         if n.state != State::Free {
             return Err(PmmError::Corrupt);
         }
-        let key = list_key(n, top);
-        let list = self.lists.get_mut(key).ok_or(PmmError::Corrupt)?;
-        let head = list.first;
-        n.prev = ChunkId::NIL;
-        n.next = head;
-        list.first = id;
-        list.len = list.len.saturating_add(1);
-        if head != ChunkId::NIL {
-            Self::node_in(&mut self.roots, head)?.prev = id;
+        let list = self
+            .lists
+            .get_mut(list_key(n, top))
+            .ok_or(PmmError::Corrupt)?;
+        let old = link_front(list, id, n);
+        if old != ChunkId::NIL {
+            Self::node_in(&mut self.roots, old)?.prev = id;
         }
         Ok(())
     }
 
     /// Takes a free chunk off its list.
     pub(super) fn unlink_free(&mut self, id: ChunkId) -> Result<(), PmmError> {
+        self.take_free(id, None)
+    }
+
+    /// Takes a free chunk off its list and, with `event`, moves it out of [`State::Free`] as
+    /// [`Pmm::apply`] would (the allocation fast path). One root lookup unless the chunk is not
+    /// first on its list and a neighbour is in another root. Nothing changes if `event` is
+    /// illegal.
+    pub(super) fn take_free(&mut self, id: ChunkId, event: Option<Event>) -> Result<(), PmmError> {
         let top = self.top();
-        let (key, prev, next) = {
-            let n = Self::node_in(&mut self.roots, id)?;
-            let links = (list_key(n, top), n.prev, n.next);
-            n.prev = ChunkId::NIL;
-            n.next = ChunkId::NIL;
-            links
+        let mut slots = Self::slots_in(&mut self.roots, id.root())?;
+        let n = slots.get(id.sub())?;
+        let to = match event {
+            Some(e) => transition(n.state, e)?,
+            None => n.state,
         };
-        if prev == ChunkId::NIL {
-            let list = self.lists.get_mut(key).ok_or(PmmError::Corrupt)?;
-            if list.first != id {
-                return Err(PmmError::Corrupt);
-            }
-            list.first = next;
-        } else {
-            self.node_mut(prev)?.next = next;
+        let list = self
+            .lists
+            .get_mut(list_key(n, top))
+            .ok_or(PmmError::Corrupt)?;
+        let (prev, next) = (n.prev, n.next);
+        let first = list.first == id;
+        if n.state != State::Free || (!first && prev == ChunkId::NIL) {
+            return Err(PmmError::Corrupt);
         }
-        if next != ChunkId::NIL {
-            self.node_mut(next)?.prev = prev;
-        }
-        let list = self.lists.get_mut(key).ok_or(PmmError::Corrupt)?;
         list.len = list.len.checked_sub(1).ok_or(PmmError::Corrupt)?;
+        if first {
+            // The next chunk becomes first: its `prev` is not kept.
+            list.first = next;
+        }
+        n.prev = ChunkId::NIL;
+        n.next = ChunkId::NIL;
+        n.state = to;
+        let (level, parent) = (n.level, n.parent);
+        if to != State::Free && id.sub() != 0 {
+            let p = slots.get(parent)?;
+            p.free_children = p.free_children.checked_sub(1).ok_or(PmmError::Corrupt)?;
+        }
+        if !first {
+            // Neighbours in this root through the same borrow, the others after it.
+            let mut far = (ChunkId::NIL, ChunkId::NIL);
+            if prev.root() == id.root() {
+                slots.get(prev.sub())?.next = next;
+            } else {
+                far.0 = prev;
+            }
+            if next != ChunkId::NIL {
+                if next.root() == id.root() {
+                    slots.get(next.sub())?.prev = prev;
+                } else {
+                    far.1 = next;
+                }
+            }
+            if far.0 != ChunkId::NIL {
+                Self::node_in(&mut self.roots, far.0)?.next = next;
+            }
+            if far.1 != ChunkId::NIL {
+                Self::node_in(&mut self.roots, far.1)?.prev = prev;
+            }
+        }
+        if to != State::Free {
+            self.count_move(State::Free, to, level, 1);
+        }
         Ok(())
     }
 
@@ -104,4 +144,15 @@ impl<S: Storage> Pmm<S> {
             .map(|l| l.first)
             .filter(|&f| f != ChunkId::NIL)
     }
+}
+
+/// Links free chunk `id` (whose metadata is `n`) at the front of `list`; returns the chunk that
+/// was first, whose `prev` the caller sets to `id`.
+pub(super) fn link_front(list: &mut ListHead, id: ChunkId, n: &mut Node) -> ChunkId {
+    let old = list.first;
+    n.prev = ChunkId::NIL;
+    n.next = old;
+    list.first = id;
+    list.len = list.len.saturating_add(1);
+    old
 }

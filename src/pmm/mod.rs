@@ -32,7 +32,12 @@
 //!
 //! # Memory
 //!
-//! An unsplit root costs 64 bytes (checked at compile time). A split root owns a table of its
+//! Metadata is created lazily, as `gpu_buddy` does: a new manager allocates nothing per root,
+//! whatever its size. Roots never touched since then are *untouched*: free, dirty, typeless and
+//! unsplit, implicitly at the end of the dirty root list. Only the prefix of roots up to the
+//! highest one ever touched has metadata ([`Pmm::touch`]); allocation takes freed roots before
+//! untouched ones, so that prefix grows only as the memory in use does. A touched unsplit root
+//! costs 64 bytes (checked at compile time). A split root owns a table of its
 //! sub-chunks (28 bytes each), allocated when the root splits and freed when it merges back;
 //! groups of children freed by a merge below the root are recycled within that table.
 //! All metadata allocation goes through [`Storage`]; every failure is returned as
@@ -102,6 +107,38 @@ struct SubTree<S: Storage> {
     free_groups: [u16; MAX_SIZES - 2],
 }
 
+/// The chunks of one root, mutably: the root's own node and its sub-chunk slots are separate
+/// borrows, so a chunk and its parent (always in the same root) take one root lookup.
+struct Slots<'a> {
+    /// The root's node (slot 0).
+    root: &'a mut Node,
+    /// The sub-chunk slots (slot `s` is `subs[s - 1]`); empty while the root is not split.
+    subs: &'a mut [Node],
+}
+
+impl<'a> Slots<'a> {
+    /// The live chunk of slot `sub`.
+    fn get(&mut self, sub: u16) -> Result<&mut Node, PmmError> {
+        Slots {
+            root: &mut *self.root,
+            subs: &mut *self.subs,
+        }
+        .into_node(sub)
+    }
+
+    /// The live chunk of slot `sub`, for as long as the root is borrowed.
+    fn into_node(self, sub: u16) -> Result<&'a mut Node, PmmError> {
+        match sub {
+            0 => Ok(self.root),
+            s => self
+                .subs
+                .get_mut(usize::from(s - 1))
+                .filter(|n| !n.has(UNUSED))
+                .ok_or(PmmError::InvalidId),
+        }
+    }
+}
+
 /// A root chunk.
 struct Root<S: Storage> {
     /// The root's own chunk metadata.
@@ -116,12 +153,18 @@ struct Root<S: Storage> {
 pub(crate) struct Pmm<S: Storage> {
     /// Framebuffer offset of root 0.
     base: u64,
-    /// The roots, by address.
+    /// The touched roots, by address: roots `roots.len()..total` are untouched.
     roots: S::Vec<Root<S>>,
+    /// Roots managed.
+    total: u32,
+    /// What an untouched root is (read-only queries see it for every untouched root).
+    untouched: Root<S>,
     /// The chunk sizes, smallest first; `sizes[levels - 1]` is the root.
     sizes: [u64; MAX_SIZES],
     /// Number of sizes.
     levels: usize,
+    /// Children of a chunk, per level (0 for the smallest size).
+    fanouts: [u16; MAX_SIZES],
     /// The free lists.
     lists: [ListHead; LISTS],
     /// Chunks per state and size.
@@ -139,8 +182,8 @@ impl<S: Storage> Pmm<S> {
     /// Compile-time check of the memory budget of an unsplit root (evaluated by [`Pmm::new`]).
     const ROOT_FITS: () = assert!(Self::ROOT_BYTES <= 64);
 
-    /// A manager of `[base, base + size)` with chunk sizes `sizes`; every root starts free and
-    /// dirty.
+    /// A manager of `[base, base + size)` with chunk sizes `sizes`; every root starts free,
+    /// dirty and untouched (no metadata is allocated).
     pub(crate) fn new(base: u64, size: u64, sizes: SizeMask) -> Result<Self, PmmError> {
         let () = Self::ROOT_FITS;
         if base % ROOT_CHUNK_SIZE != 0 {
@@ -170,29 +213,16 @@ impl<S: Storage> Pmm<S> {
         }
         let top = levels.checked_sub(1).and_then(|t| u8::try_from(t).ok());
         let top = top.ok_or(PmmError::BadSizes)?;
-        let count = usize::try_from(n).map_err(|_| PmmError::TooLarge)?;
-        let mut roots = S::Vec::<Root<S>>::new();
-        roots.try_reserve(count)?;
-        // Every root starts on the dirty root list, linked here in address order (lowest
-        // first), as `push_free` would link them one by one, without a second pass.
-        let last = u32::try_from(n - 1).map_err(|_| PmmError::TooLarge)?;
-        for r in 0..=last {
-            let mut node = Node::new(State::Free, top, 0, 0, 0);
-            node.prev = if r == 0 {
-                ChunkId::NIL
-            } else {
-                ChunkId::new(r - 1, 0)
+        let total = u32::try_from(n).map_err(|_| PmmError::TooLarge)?;
+        let mut fanouts = [0u16; MAX_SIZES];
+        for l in 1..levels {
+            let (Some(&parent), Some(&child)) = (table.get(l), table.get(l - 1)) else {
+                return Err(PmmError::BadSizes);
             };
-            node.next = if r == last {
-                ChunkId::NIL
-            } else {
-                ChunkId::new(r + 1, 0)
-            };
-            roots.try_push(Root {
-                node,
-                run: 1,
-                sub: None,
-            })?;
+            let f = parent
+                .checked_div(child)
+                .and_then(|f| u16::try_from(f).ok());
+            *fanouts.get_mut(l).ok_or(PmmError::BadSizes)? = f.ok_or(PmmError::BadSizes)?;
         }
         let mut counts = [[0u64; MAX_SIZES]; STATES];
         if let Some(c) = counts
@@ -201,20 +231,19 @@ impl<S: Storage> Pmm<S> {
         {
             *c = n;
         }
-        let mut lists = [ListHead::EMPTY; LISTS];
-        let list = lists
-            .get_mut(freelist::list_index(false, top, false))
-            .ok_or(PmmError::BadSizes)?;
-        *list = ListHead {
-            first: ChunkId::new(0, 0),
-            len: n,
-        };
         let pmm = Pmm {
             base,
-            roots,
+            roots: S::Vec::new(),
+            total,
+            untouched: Root {
+                node: Node::new(State::Free, top, 0, 0, 0),
+                run: 1,
+                sub: None,
+            },
             sizes: table,
             levels,
-            lists,
+            fanouts,
+            lists: [ListHead::EMPTY; LISTS],
             counts,
             alloc_failures: 0,
             compaction: CompactStats::default(),
@@ -229,15 +258,60 @@ impl<S: Storage> Pmm<S> {
 
     /// Number of roots.
     pub(crate) fn root_count(&self) -> usize {
-        self.roots.len()
+        usize::try_from(self.total).unwrap_or(usize::MAX)
+    }
+
+    /// Number of untouched roots (the last ones).
+    fn untouched_count(&self) -> u64 {
+        u64::from(self.total).saturating_sub(u64::try_from(self.roots.len()).unwrap_or(u64::MAX))
     }
 
     /// Bytes managed.
     pub(crate) fn total_bytes(&self) -> u64 {
-        u64::try_from(self.roots.len()).map_or(0, |n| n.saturating_mul(ROOT_CHUNK_SIZE))
+        u64::from(self.total).saturating_mul(ROOT_CHUNK_SIZE)
     }
 
-    /// Bytes of metadata in use: the roots, and the sub-chunk tables of split roots.
+    /// Root `r`: its metadata if touched, the untouched root's otherwise.
+    fn root_at(&self, r: usize) -> Option<&Root<S>> {
+        match self.roots.get(r) {
+            Some(root) => Some(root),
+            None if r < self.root_count() => Some(&self.untouched),
+            None => None,
+        }
+    }
+
+    /// Gives roots up to `r` their metadata, putting the newly touched ones at the front of the
+    /// dirty root list, so that `r` can be changed. All or nothing.
+    fn touch(&mut self, r: u32) -> Result<(), PmmError> {
+        let have = self.roots.len();
+        let want = usize::try_from(r).map_err(|_| PmmError::InvalidId)? + 1;
+        if want <= have {
+            return Ok(());
+        }
+        if r >= self.total {
+            return Err(PmmError::InvalidId);
+        }
+        self.roots.try_reserve(want - have)?;
+        for i in have..want {
+            let root = Root {
+                node: self.untouched.node,
+                run: 1,
+                sub: None,
+            };
+            self.roots.try_push(root)?;
+            let id = ChunkId::new(u32::try_from(i).map_err(|_| PmmError::Corrupt)?, 0);
+            self.push_free(id)?;
+        }
+        Ok(())
+    }
+
+    /// The first untouched root, if any.
+    fn first_untouched(&self) -> Option<ChunkId> {
+        let r = u32::try_from(self.roots.len()).ok()?;
+        (r < self.total).then(|| ChunkId::new(r, 0))
+    }
+
+    /// Bytes of metadata in use: the touched roots, and the sub-chunk tables of split roots.
     pub(crate) fn metadata_bytes(&self) -> usize {
         let roots = self
             .roots
@@ -272,18 +346,19 @@ impl<S: Storage> Pmm<S> {
 
     /// Children of a chunk at `level` (> 0).
     fn fanout(&self, level: u8) -> Option<u16> {
-        let child = self.sizes.get(usize::from(level).checked_sub(1)?)?;
-        let n = self.size_of_level(level).checked_div(*child)?;
-        u16::try_from(n).ok()
+        self.fanouts
+            .get(usize::from(level))
+            .copied()
+            .filter(|&f| f != 0)
     }
 
     /// The root of `id`.
     fn root_ref(&self, id: ChunkId) -> Result<&Root<S>, PmmError> {
         let i = usize::try_from(id.root()).map_err(|_| PmmError::InvalidId)?;
-        self.roots.get(i).ok_or(PmmError::InvalidId)
+        self.root_at(i).ok_or(PmmError::InvalidId)
     }
 
-    /// The root of `id`, mutably.
+    /// The root of `id`, mutably (touched roots only: see [`Pmm::touch`]).
     fn root_mut(&mut self, id: ChunkId) -> Result<&mut Root<S>, PmmError> {
         let i = usize::try_from(id.root()).map_err(|_| PmmError::InvalidId)?;
         self.roots.get_mut(i).ok_or(PmmError::InvalidId)
@@ -303,7 +378,7 @@ impl<S: Storage> Pmm<S> {
         }
     }
 
-    /// The metadata of a live chunk, mutably.
+    /// The metadata of a live chunk, mutably (touched roots only: see [`Pmm::touch`]).
     fn node_mut(&mut self, id: ChunkId) -> Result<&mut Node, PmmError> {
         Self::node_in(&mut self.roots, id)
     }
@@ -311,17 +386,21 @@ impl<S: Storage> Pmm<S> {
     /// The metadata of a live chunk in `roots`, mutably: borrows the roots alone, so the free
     /// lists can be updated alongside.
     fn node_in(roots: &mut [Root<S>], id: ChunkId) -> Result<&mut Node, PmmError> {
-        let i = usize::try_from(id.root()).map_err(|_| PmmError::InvalidId)?;
+        Self::slots_in(roots, id.root())?.into_node(id.sub())
+    }
+
+    /// The chunks of touched root `r` in `roots`, mutably (see [`Slots`]).
+    fn slots_in(roots: &mut [Root<S>], r: u32) -> Result<Slots<'_>, PmmError> {
+        let i = usize::try_from(r).map_err(|_| PmmError::InvalidId)?;
         let root = roots.get_mut(i).ok_or(PmmError::InvalidId)?;
-        match id.sub() {
-            0 => Ok(&mut root.node),
-            s => root
-                .sub
-                .as_mut()
-                .and_then(|t| t.nodes.get_mut(usize::from(s - 1)))
-                .filter(|n| !n.has(UNUSED))
-                .ok_or(PmmError::InvalidId),
-        }
+        let subs = match root.sub.as_mut() {
+            Some(tree) => &mut tree.nodes[..],
+            None => &mut [],
+        };
+        Ok(Slots {
+            root: &mut root.node,
+            subs,
+        })
     }
 
     /// The parent of a sub-chunk (`None` for a root).
@@ -346,34 +425,34 @@ impl<S: Storage> Pmm<S> {
     /// Moves a chunk through `event` (the only state change), keeping the per-state counts and
     /// the parent's free-children count.
     fn apply(&mut self, id: ChunkId, event: Event) -> Result<State, PmmError> {
-        // One lookup for the chunk: its state, level and parent (for a sub-chunk).
-        let (from, to, level, parent) = {
-            let n = self.node_mut(id)?;
-            let from = n.state;
-            let to = transition(from, event)?;
-            n.state = to;
-            (
-                from,
-                to,
-                n.level,
-                (id.sub() != 0).then(|| ChunkId::new(id.root(), n.parent)),
-            )
-        };
+        // One root lookup for the chunk and its parent (a sub-chunk's parent is in its root).
+        let mut slots = Self::slots_in(&mut self.roots, id.root())?;
+        let n = slots.get(id.sub())?;
+        let from = n.state;
+        let to = transition(from, event)?;
+        n.state = to;
+        let (level, parent) = (n.level, n.parent);
+        if id.sub() != 0 && (from == State::Free) != (to == State::Free) {
+            let p = slots.get(parent)?;
+            p.free_children = if to == State::Free {
+                p.free_children.checked_add(1)
+            } else {
+                p.free_children.checked_sub(1)
+            }
+            .ok_or(PmmError::Corrupt)?;
+        }
+        self.count_move(from, to, level, 1);
+        Ok(to)
+    }
+
+    /// Moves `n` chunks of `level` from the counter of state `from` to that of `to`.
+    fn count_move(&mut self, from: State, to: State, level: u8, n: u64) {
         if let Some(c) = self.count_mut(from, level) {
-            *c = c.saturating_sub(1);
+            *c = c.saturating_sub(n);
         }
         if let Some(c) = self.count_mut(to, level) {
-            *c = c.saturating_add(1);
+            *c = c.saturating_add(n);
         }
-        if let Some(p) = parent {
-            let p = self.node_mut(p)?;
-            if from == State::Free && to != State::Free {
-                p.free_children = p.free_children.checked_sub(1).ok_or(PmmError::Corrupt)?;
-            } else if from != State::Free && to == State::Free {
-                p.free_children = p.free_children.checked_add(1).ok_or(PmmError::Corrupt)?;
-            }
-        }
-        Ok(to)
     }
 
     /// The chunk counter of `(state, level)`.

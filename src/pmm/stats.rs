@@ -139,7 +139,7 @@ impl<S: Storage> Pmm<S> {
             sizes: self.sizes,
             levels: self.levels,
             chunks: self.counts,
-            roots: u64::try_from(self.roots.len()).unwrap_or(u64::MAX),
+            roots: u64::from(self.total),
             total_bytes: self.total_bytes(),
             free_bytes: 0,
             zeroed_free_bytes: 0,
@@ -175,6 +175,8 @@ impl<S: Storage> Pmm<S> {
                 run = 0;
             }
         }
+        // The untouched roots are free and follow the touched ones.
+        best = best.max(run + self.untouched_count());
         if best != 0 {
             return best.saturating_mul(ROOT_CHUNK_SIZE);
         }
@@ -193,7 +195,7 @@ impl<S: Storage> Pmm<S> {
 
     /// What root `r` holds, for maps of the memory (`pmm/map`, `NVRS_IOCTL_PMM_MAP`).
     pub(crate) fn root_summary(&self, r: usize) -> Option<RootSummary> {
-        let root = self.roots.get(r)?;
+        let root = self.root_at(r)?;
         let n = &root.node;
         let kind = match n.state {
             State::Free => RootKind::Free,
@@ -262,7 +264,7 @@ pub(crate) struct MapView<'a, S: Storage> {
 impl<S: Storage> fmt::Display for MapView<'_, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut addr = self.pmm.base;
-        for i in 0..self.pmm.roots.len() {
+        for i in 0..self.pmm.root_count() {
             if i % MAP_WIDTH == 0 {
                 if i != 0 {
                     writeln!(f)?;
