@@ -65,4 +65,38 @@ u64 nvrs_buddy_largest_free(void *p)
 	return 0;
 }
 
+/*
+ * Blocks in the tree under @block, @block included. Only a split block's
+ * children are live: merging frees them without clearing the parent's links.
+ */
+static u64 nvrs_buddy_blocks(struct gpu_buddy_block *block)
+{
+	if ((block->header & GPU_BUDDY_HEADER_STATE) != GPU_BUDDY_SPLIT)
+		return 1;
+	return 1 + nvrs_buddy_blocks(block->left) +
+	       nvrs_buddy_blocks(block->right);
+}
+
+/*
+ * Bytes of metadata the manager holds: the manager, its arrays of roots,
+ * free trees and scoreboards, and every block (split ones included), as
+ * gpu_buddy_init() and the block cache size them (allocator overhead aside).
+ */
+u64 nvrs_buddy_metadata_bytes(void *p)
+{
+	struct gpu_buddy *mm = p;
+	u64 orders = mm->max_order + 1;
+	u64 bytes = sizeof(*mm);
+	unsigned int i;
+
+	bytes += mm->n_roots * sizeof(*mm->roots);
+	bytes += GPU_BUDDY_MAX_FREE_TREES *
+		 (sizeof(*mm->free_trees) + orders * sizeof(struct rb_root));
+	bytes += 2 * orders * sizeof(u64);
+	for (i = 0; i < mm->n_roots; i++)
+		bytes += nvrs_buddy_blocks(mm->roots[i]) *
+			 sizeof(struct gpu_buddy_block);
+	return bytes;
+}
+
 #endif /* CONFIG_GPU_BUDDY */

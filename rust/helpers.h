@@ -114,5 +114,6 @@ void nvrs_buddy_destroy(void *mm);
 void *nvrs_buddy_alloc(void *mm, u64 size);
 void nvrs_buddy_free(void *mm, void *block);
 u64 nvrs_buddy_largest_free(void *mm);
+u64 nvrs_buddy_metadata_bytes(void *mm);
 
 #endif /* NVRS_RUST_HELPERS_H */

@@ -31,6 +31,7 @@ extern "C" {
     fn nvrs_buddy_alloc(mm: *mut c_void, size: u64) -> *mut c_void;
     fn nvrs_buddy_free(mm: *mut c_void, block: *mut c_void);
     fn nvrs_buddy_largest_free(mm: *mut c_void) -> u64;
+    fn nvrs_buddy_metadata_bytes(mm: *mut c_void) -> u64;
 }
 
 /// `ktime_get_ns()`.
@@ -82,6 +83,11 @@ impl BenchAlloc for BuddyAlloc {
     fn largest_free(&self) -> u64 {
         // SAFETY: `self.mm` is initialised (type invariant).
         unsafe { nvrs_buddy_largest_free(self.mm) }
+    }
+
+    fn metadata_bytes(&self) -> u64 {
+        // SAFETY: `self.mm` is initialised (type invariant).
+        unsafe { nvrs_buddy_metadata_bytes(self.mm) }
     }
 }
 

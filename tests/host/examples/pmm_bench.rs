@@ -72,6 +72,7 @@ extern "C" {
     fn nvrs_buddy_alloc(mm: *mut core::ffi::c_void, size: u64) -> *mut core::ffi::c_void;
     fn nvrs_buddy_free(mm: *mut core::ffi::c_void, block: *mut core::ffi::c_void);
     fn nvrs_buddy_largest_free(mm: *mut core::ffi::c_void) -> u64;
+    fn nvrs_buddy_metadata_bytes(mm: *mut core::ffi::c_void) -> u64;
 }
 
 #[cfg(gpu_buddy)]
@@ -109,6 +110,11 @@ impl Allocator for KernelBuddy {
     fn largest_free(&self) -> u64 {
         // SAFETY: `self.0` is a live manager.
         unsafe { nvrs_buddy_largest_free(self.0) }
+    }
+
+    fn metadata_bytes(&self) -> u64 {
+        // SAFETY: `self.0` is a live manager.
+        unsafe { nvrs_buddy_metadata_bytes(self.0) }
     }
 }
 
