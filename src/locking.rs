@@ -25,8 +25,9 @@
 //! 8. [`PINS`](crate::p2p::pin::PINS): the registry of live pins.
 //! 9. `P2pPin::dma`: a pin's DMA mappings (`dma_map_resource` / `dma_unmap_resource` run
 //!    under it).
-//! 10. `P2pPin::state` (a spinlock): a pin's life-cycle state; nothing is taken under it.
-//! 11. `FbMemory::pmm`: a GPU's memory manager; nothing is taken under it.
+//! 10. `FbMemory::pmm`: a GPU's memory manager; nothing is taken under it.
+//!
+//! (A pin's life-cycle state, `P2pPin::state`, is an atomic, not a lock.)
 //!
 //! Leaf locks, taken with nothing of the above held or only briefly under one of them, and
 //! taking nothing themselves: [`VA`](crate::vaspace::VA) (the GPU VA allocator; taken alone, or
@@ -41,7 +42,9 @@
 //!   own locks, and those locks may be held around calls into nvrs.
 //! * Nothing is allocated under a lock that `nvidia_p2p_get_pages()` takes (`VASPACES`,
 //!   `VaSpace::inner`, `Allocation::state`, `PINS`, `FbMemory::pmm` — the manager's own
-//!   metadata aside): registry nodes are reserved before locking (`RBTreeNodeReservation`), an
+//!   metadata aside): registry nodes are reserved before locking (`RBTreeNodeReservation`, or the registry's
+//!   spare node, taken in a lock hold of its own), page tables come from the quarantine ring
+//!   or are allocated with no lock held, an
 //!   allocation counts its pins instead of listing them, and `mmap` grows its list of mapped
 //!   inodes with the lock dropped. Zeroing (which may cover GiBs) runs with no lock held.
 //! * Teardown walks (GPU removal, VA-space teardown, pin draining) take one object out under the

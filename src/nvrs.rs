@@ -127,6 +127,9 @@ struct NvrsModule {
     _p2p: debugfs::File<()>,
     #[pin]
     _bench: debugfs::File<()>,
+    /// `debugfs/nvrs/p2p_profile`: where the time of a pin goes ([`p2p::profile`]).
+    #[pin]
+    _p2p_profile: debugfs::File<()>,
     #[pin]
     _dev: MiscDeviceRegistration<chardev::NvrsFile>,
     _registry: gpu::RegistryGuard,
@@ -171,6 +174,12 @@ impl InPlaceModule for NvrsModule {
             _topology <- root.read_callback_file(c"topology", (), &render_topology),
             _p2p <- root.read_callback_file(c"p2p", (), &render_p2p),
             _bench <- root.read_callback_file(c"bench_pmm", (), &render_bench),
+            _p2p_profile <- root.read_write_callback_file(
+                c"p2p_profile",
+                (),
+                &render_p2p_profile,
+                &write_p2p_profile
+            ),
             _dev <- MiscDeviceRegistration::register(MiscDeviceOptions { name: c"nvrs" }),
             _registry: registry,
         })
@@ -220,6 +229,14 @@ fn render_p2p(_: &(), f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     p2p::pin::render(f)?;
     dmabuf::render(f)?;
     vaspace::render_va(f)
+}
+
+fn render_p2p_profile(_: &(), f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    p2p::profile::render(f)
+}
+
+fn write_p2p_profile(_: &(), reader: &mut kernel::uaccess::UserSliceReader) -> Result {
+    p2p::profile::write(reader)
 }
 
 fn render_topology(_: &(), f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {

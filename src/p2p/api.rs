@@ -36,6 +36,10 @@ use crate::{
             P2pPin,
             PinState, //
         },
+        profile::{
+            Phase,
+            Stopwatch, //
+        },
     },
     topology,
     vaspace::{
@@ -74,8 +78,10 @@ fn get_pages(
     if out.is_null() || (!persistent && callback.is_none()) {
         return Err(EINVAL);
     }
+    let mut sw = Stopwatch::start();
     let alloc = vaspace::lookup_current(&span).ok_or(EINVAL)?;
     let offset = span.start() - alloc.span.start();
+    sw.lap(Phase::Lookup);
     P2pPin::create(
         alloc,
         va,
@@ -84,6 +90,7 @@ fn get_pages(
         persistent,
         callback,
         data,
+        &mut sw,
         |table| {
             // SAFETY: `out` is non-null and, by the API contract, points to a writable
             // `nvidia_p2p_page_table_t *` of the caller.
@@ -160,6 +167,7 @@ fn put(va: u64, table: *mut abi::PageTable, persistent: bool) -> Result {
     if table.is_null() {
         return Ok(());
     }
+    let mut sw = Stopwatch::start();
     let not_found = if persistent { Err(EINVAL) } else { Ok(()) };
     let Some(pin) = pin::lookup(table as usize) else {
         return not_found;
@@ -174,7 +182,11 @@ fn put(va: u64, table: *mut abi::PageTable, persistent: bool) -> Result {
         // Called from its own free callback, which the API forbids.
         return Err(EIO);
     }
-    pin.put();
+    sw.lap(Phase::PutLookup);
+    pin.put(&mut sw);
+    // The last reference, unless a revocation is looking at the pin right now.
+    drop(pin);
+    sw.lap(Phase::Free);
     Ok(())
 }
 

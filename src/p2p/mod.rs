@@ -60,5 +60,6 @@ pub(crate) mod api;
 pub(crate) mod coalesce;
 pub(crate) mod dma;
 pub(crate) mod pin;
+pub(crate) mod profile;
 pub(crate) mod quarantine;
 pub(crate) mod table;

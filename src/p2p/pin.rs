@@ -23,7 +23,6 @@
 use core::ffi::c_void;
 
 use kernel::{
-    new_spinlock,
     prelude::*,
     rbtree::{
         RBTree,
@@ -33,12 +32,13 @@ use kernel::{
         atomic::{
             Acquire,
             Atomic,
-            Relaxed, //
+            Full,
+            Relaxed,
+            Release, //
         },
         Arc,
         Completion,
-        Mutex,
-        SpinLock, //
+        Mutex, //
     },
 };
 
@@ -47,6 +47,10 @@ use crate::{
     p2p::{
         abi,
         dma::DmaMapping,
+        profile::{
+            Phase,
+            Stopwatch, //
+        },
         table::TableMemory, //
     },
     vaspace::Allocation,
@@ -54,15 +58,28 @@ use crate::{
 
 /// Where a pin is in its life.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u32)]
 pub(crate) enum PinState {
     /// Handed out and usable.
-    Live,
+    Live = 0,
     /// The free callback is running or the mappings are being torn down.
-    Revoking,
+    Revoking = 1,
     /// Being put by its consumer.
-    Putting,
+    Putting = 2,
     /// Over; the pin is out of [`PINS`].
-    Dead,
+    Dead = 3,
+}
+
+impl PinState {
+    /// The state whose value is `v` (only values of [`PinState`] are ever stored).
+    fn from_u32(v: u32) -> Self {
+        match v {
+            0 => PinState::Live,
+            1 => PinState::Revoking,
+            2 => PinState::Putting,
+            _ => PinState::Dead,
+        }
+    }
 }
 
 /// A live pin.
@@ -83,9 +100,9 @@ pub(crate) struct P2pPin {
     /// The consumer's free callback and its argument (non-persistent pins).
     callback: abi::FreeCallback,
     data: usize,
-    /// Life cycle; see the module documentation.
-    #[pin]
-    state: SpinLock<PinState>,
+    /// Life cycle ([`PinState`]); see the module documentation. Moves out of `Live` once, by
+    /// compare-and-exchange.
+    state: Atomic<u32>,
     /// The task running the free callback during a revocation (0 otherwise).
     revoker: Atomic<usize>,
     /// Completed when the pin is dead; `put` waits on it during a revocation.
@@ -108,11 +125,25 @@ unsafe impl Sync for P2pPin {}
 pub(crate) struct PinRegistry {
     /// `None` before module init and after module exit.
     pins: Option<RBTree<usize, Arc<P2pPin>>>,
+    /// The node of the last pin that ended, kept for the next pin instead of being freed.
+    spare: Option<RBTreeNodeReservation<usize, Arc<P2pPin>>>,
 }
 
 kernel::sync::global_lock! {
     // SAFETY: `init_registry` calls `init` from the module initialiser, before any pin can exist.
-    pub(crate) unsafe(uninit) static PINS: Mutex<PinRegistry> = PinRegistry { pins: None };
+    pub(crate) unsafe(uninit) static PINS: Mutex<PinRegistry> = PinRegistry {
+        pins: None,
+        spare: None,
+    };
+}
+
+/// A registry node for a new pin: the spare one, or a new allocation (outside the lock).
+fn registry_node() -> Result<RBTreeNodeReservation<usize, Arc<P2pPin>>> {
+    let spare = PINS.lock().spare.take();
+    match spare {
+        Some(node) => Ok(node),
+        None => Ok(RBTreeNodeReservation::new(GFP_KERNEL)?),
+    }
 }
 
 /// Free callbacks nvrs has called since it was loaded (debugfs `p2p`: `revoked: N`); a
@@ -136,8 +167,12 @@ impl PinRegistry {
 /// Frees the pin registry at module exit (no pin can exist then: each persistent pin holds the
 /// module, and unbinding the GPUs revoked the others).
 pub(crate) fn fini_registry() {
-    let tree = PINS.lock().pins.take();
+    let (tree, spare) = {
+        let mut reg = PINS.lock();
+        (reg.pins.take(), reg.spare.take())
+    };
     drop(tree);
+    drop(spare);
 }
 
 /// The live pin whose page table is at `key`.
@@ -250,6 +285,7 @@ impl P2pPin {
         persistent: bool,
         callback: abi::FreeCallback,
         data: *mut c_void,
+        sw: &mut Stopwatch,
         publish: impl FnOnce(*mut abi::PageTable),
     ) -> Result {
         let entries = u32::try_from(len / P2P_PAGE_SIZE).map_err(|_| EINVAL)?;
@@ -272,7 +308,7 @@ impl P2pPin {
                     persistent,
                     callback,
                     data: data as usize,
-                    state <- new_spinlock!(PinState::Live, "P2pPin::state"),
+                    state: Atomic::new(PinState::Live as u32),
                     revoker: Atomic::new(0),
                     done <- Completion::new(),
                     dma <- kernel::new_mutex!(KVec::new(), "P2pPin::dma"),
@@ -280,7 +316,8 @@ impl P2pPin {
                 GFP_KERNEL,
             )?;
             // The registry's node, allocated before any lock is taken.
-            let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+            let node = registry_node()?;
+            sw.lap(Phase::Table);
             let st = alloc.state.lock();
             // Compaction moves pieces only under this lock and only while nothing is pinned: if
             // none moved while the table was built, its addresses hold until the pin is counted.
@@ -310,6 +347,7 @@ impl P2pPin {
             undo_module(());
             return Err(e);
         }
+        sw.lap(Phase::PmmPin);
         let mut reg = PINS.lock();
         let res = match reg.pins.as_mut() {
             // A live table's address is unique.
@@ -328,6 +366,7 @@ impl P2pPin {
         }
         st.pins += 1;
         publish(key as *mut abi::PageTable);
+        sw.lap(Phase::Publish);
         Ok(())
     }
 
@@ -365,34 +404,45 @@ impl P2pPin {
 
     /// Moves the pin out of `Live` into `to`; false if someone else got there first.
     fn claim(&self, to: PinState) -> bool {
-        let mut s = self.state.lock();
-        if *s == PinState::Live {
-            *s = to;
-            true
-        } else {
-            false
-        }
+        self.state
+            .cmpxchg(PinState::Live as u32, to as u32, Full)
+            .is_ok()
     }
 
     /// Tears down what the pin holds: DMA mappings, the registry entry, the chunk pins, the
     /// allocation's record of it. Then the pin is dead.
-    fn finish(&self) {
+    fn finish(&self, sw: &mut Stopwatch) {
         let maps = core::mem::take(&mut *self.dma.lock());
         drop(maps);
-        let node = PINS
-            .lock()
-            .pins
-            .as_mut()
-            .and_then(|t| t.remove_node(&self.table.key()));
+        let unused = {
+            let mut reg = PINS.lock();
+            let node = reg
+                .pins
+                .as_mut()
+                .and_then(|t| t.remove_node(&self.table.key()))
+                // Drops the registry's reference to the pin: never the last one (the caller
+                // holds another), so nothing is freed under the lock.
+                .map(|n| n.into_reservation());
+            // The node becomes the spare if there is none.
+            match node {
+                Some(n) if reg.spare.is_none() => {
+                    reg.spare = Some(n);
+                    None
+                }
+                n => n,
+            }
+        };
         // Freed outside the lock.
-        drop(node);
+        drop(unused);
+        sw.lap(Phase::Teardown);
         if let Err(e) = self.count_chunks(false) {
             pr_err!("dropping P2P pins: {e:?}\n");
         }
+        sw.lap(Phase::PmmUnpin);
         // Forget the pin before waking waiters, so a revocation woken here does not find it
         // again; drop the module reference last.
         self.alloc.pin_gone();
-        *self.state.lock() = PinState::Dead;
+        self.state.store(PinState::Dead as u32, Release);
         self.done.complete_all();
         if self.persistent {
             crate::helpers::module_put();
@@ -401,9 +451,9 @@ impl P2pPin {
 
     /// Ends the pin at its consumer's request (`put_pages`). If a revocation is in flight, waits
     /// for it to finish instead.
-    pub(crate) fn put(&self) {
+    pub(crate) fn put(&self, sw: &mut Stopwatch) {
         if self.claim(PinState::Putting) {
-            self.finish();
+            self.finish(sw);
         } else {
             self.done.wait_for_completion();
         }
@@ -428,7 +478,7 @@ impl P2pPin {
             unsafe { cb(self.data as *mut c_void) };
         }
         self.revoker.store(0, Relaxed);
-        self.finish();
+        self.finish(&mut Stopwatch::off());
     }
 
     /// Unmaps every DMA mapping of the pin (its GPU is going away).
@@ -449,6 +499,6 @@ impl P2pPin {
 
     /// Current state.
     pub(crate) fn state(&self) -> PinState {
-        *self.state.lock()
+        PinState::from_u32(self.state.load(Acquire))
     }
 }

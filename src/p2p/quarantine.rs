@@ -11,23 +11,23 @@
 //!
 //! So the structures whose addresses are handed out are not freed when their pin or mapping
 //! ends: they are cleared (version and entries zero, pointers null, so a stale reader finds an
-//! empty object, never freed memory) and parked here, and freed only once [`CAPACITY`] more have
-//! been parked after them. A stale pointer therefore names no live object until that many pins
-//! or mappings have ended after it, and even then the put and unmap paths check the VA and the
-//! table the object belongs to.
+//! empty object, never freed memory) and parked here, and freed (or, for a table, reused by the
+//! next table: [`reuse_table`]) only once [`CAPACITY`] more have been parked after them. A stale
+//! pointer therefore names no live object until that many pins or mappings have ended after it,
+//! and even then the put and unmap paths check the VA and the table the object belongs to.
 
 use kernel::prelude::*;
 
-use crate::p2p::abi;
+use crate::p2p::{abi, table::TableBlock};
 
-/// How many ended tables and mappings are kept before the oldest is freed (about 64 bytes
-/// each).
+/// How many ended tables and mappings are kept before the oldest is freed or reused (under
+/// 100 bytes each).
 pub(crate) const CAPACITY: usize = 8192;
 
 /// An object whose address a consumer held.
 pub(crate) enum Parked {
-    /// A page table header.
-    Table(KBox<abi::PageTable>),
+    /// A page table and what shares its allocation.
+    Table(KBox<TableBlock>),
     /// A DMA mapping header.
     Mapping(KBox<abi::DmaMapping>),
 }
@@ -69,12 +69,7 @@ pub(crate) fn fini() {
 /// allocates.
 pub(crate) fn park(mut p: Parked) {
     match &mut p {
-        Parked::Table(t) => {
-            t.version = 0;
-            t.entries = 0;
-            t.pages = core::ptr::null_mut();
-            t.gpu_uuid = core::ptr::null_mut();
-        }
+        Parked::Table(t) => t.clear(),
         Parked::Mapping(m) => {
             m.version = 0;
             m.entries = 0;
@@ -95,4 +90,21 @@ pub(crate) fn park(mut p: Parked) {
     };
     // Freed outside the lock.
     drop(evicted);
+}
+
+/// The oldest parked table, taken out of the ring for reuse once the ring is full: it has
+/// then been parked as long as if it had been freed and handed back by the allocator, and
+/// reusing it saves both. Its slot is the next one [`park`] fills, so the order holds.
+pub(crate) fn reuse_table() -> Option<KBox<TableBlock>> {
+    let mut ring = RING.lock();
+    let n = ring.slots.len();
+    let i = ring.next.checked_rem(n)?;
+    let slot = ring.slots.get_mut(i)?;
+    if !matches!(slot, Some(Parked::Table(_))) {
+        return None;
+    }
+    match slot.take() {
+        Some(Parked::Table(t)) => Some(t),
+        _ => None,
+    }
 }

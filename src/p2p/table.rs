@@ -3,26 +3,88 @@
 //! The memory behind a page table handed to a consumer.
 //!
 //! `nvidia_p2p_page_table` is read by C code through raw pointers: the table itself, an array
-//! of `entries` pointers to pages, the pages, and 16 bytes of GPU UUID. [`TableMemory`] owns all
-//! four allocations, fills them once, and frees them when the pin ends; their addresses never
-//! change in between, and the table's address is the pin's name ([`TableMemory::key`]). The
-//! table itself is not freed but quarantined ([`crate::p2p::quarantine`]), so its address does
-//! not name another pin soon after.
+//! of `entries` pointers to pages, the pages, and 16 bytes of GPU UUID. [`TableMemory`] owns
+//! that memory, fills it once, and gives it up when the pin ends; its addresses never change in
+//! between, and the table's address is the pin's name ([`TableMemory::key`]).
+//!
+//! The table, the UUID and the pages of a small table ([`INLINE_PAGES`] or fewer, the common
+//! small registration) share one allocation, a [`TableBlock`]; larger tables keep their pages
+//! and pointers in two more. A block is not freed when its pin ends but quarantined
+//! ([`crate::p2p::quarantine`]), so its address does not name another pin soon after, and the
+//! oldest quarantined block is reused for the next table instead of being freed and allocated
+//! again.
 
 use kernel::{
     alloc::KVVec,
     prelude::*, //
 };
 
-use crate::p2p::abi;
+use crate::p2p::{abi, quarantine};
 
-/// The allocations of one page table.
+/// Pages a [`TableBlock`] holds in place: one, the smallest registration (64 KiB).
+pub(crate) const INLINE_PAGES: usize = 1;
+
+/// An unused page entry.
+const ZERO_PAGE: abi::Page = abi::Page {
+    physical_address: 0,
+    registers: abi::RequestRegisters {
+        fermi: abi::FermiRegisters {
+            wreqmb_h: 0,
+            rreqmb_h: 0,
+            rreqmb_0: 0,
+            reserved: [0; 3],
+        },
+    },
+};
+
+/// One allocation: the table header the consumer holds, its UUID, and a small table's pages.
+#[repr(C)]
+pub(crate) struct TableBlock {
+    /// First, so that the block's address is the table's.
+    pub(crate) table: abi::PageTable,
+    /// The GPU's UUID (`table.gpu_uuid`).
+    uuid: [u8; abi::GPU_UUID_LEN],
+    /// `table.pages` of a small table.
+    ptrs: [*mut abi::Page; INLINE_PAGES],
+    /// The pages of a small table.
+    pages: [abi::Page; INLINE_PAGES],
+}
+
+impl TableBlock {
+    /// An empty block, as a stale reader of a quarantined one finds it: version and entries
+    /// zero, every pointer null.
+    const EMPTY: TableBlock = TableBlock {
+        table: abi::PageTable {
+            version: 0,
+            page_size: 0,
+            pages: core::ptr::null_mut(),
+            entries: 0,
+            gpu_uuid: core::ptr::null_mut(),
+            flags: 0,
+        },
+        uuid: [0; abi::GPU_UUID_LEN],
+        ptrs: [core::ptr::null_mut(); INLINE_PAGES],
+        pages: [ZERO_PAGE; INLINE_PAGES],
+    };
+
+    /// Empties the block (see [`TableBlock::EMPTY`]).
+    pub(crate) fn clear(&mut self) {
+        *self = Self::EMPTY;
+    }
+}
+
+/// The pages of a table larger than [`INLINE_PAGES`].
+struct Spilled {
+    ptrs: KVVec<*mut abi::Page>,
+    pages: KVVec<abi::Page>,
+}
+
+/// The memory of one page table.
 pub(crate) struct TableMemory {
     /// Always `Some` until dropped.
-    table: Option<KBox<abi::PageTable>>,
-    _ptrs: KVVec<*mut abi::Page>,
-    _pages: KVVec<abi::Page>,
-    _uuid: KBox<[u8; abi::GPU_UUID_LEN]>,
+    block: Option<KBox<TableBlock>>,
+    /// The pages, if they do not fit in the block.
+    spilled: Option<Spilled>,
 }
 
 // SAFETY: The raw pointers point into allocations owned by the same `TableMemory`; after `new`
@@ -39,70 +101,88 @@ impl TableMemory {
         phys: impl Fn(u32) -> Option<u64>,
     ) -> Result<Self> {
         let n = usize::try_from(entries)?;
-        let zero = abi::Page {
-            physical_address: 0,
-            registers: abi::RequestRegisters {
-                fermi: abi::FermiRegisters {
-                    wreqmb_h: 0,
-                    rreqmb_h: 0,
-                    rreqmb_0: 0,
-                    reserved: [0; 3],
-                },
-            },
+        let page = |i: u32| -> Result<abi::Page> {
+            Ok(abi::Page {
+                physical_address: phys(i).ok_or(EINVAL)?,
+                ..ZERO_PAGE
+            })
         };
-        let mut pages = KVVec::with_capacity(n, GFP_KERNEL)?;
-        for i in 0..entries {
-            let mut p = zero;
-            p.physical_address = phys(i).ok_or(EINVAL)?;
-            pages.push(p, GFP_KERNEL)?;
-        }
-        let mut ptrs = KVVec::with_capacity(n, GFP_KERNEL)?;
-        let base = pages.as_mut_ptr();
-        for i in 0..n {
-            ptrs.push(base.wrapping_add(i), GFP_KERNEL)?;
-        }
-        let mut uuid = KBox::new(*uuid, GFP_KERNEL)?;
-        let table = KBox::new(
-            abi::PageTable {
-                version: abi::PAGE_TABLE_VERSION,
-                page_size: abi::PAGE_SIZE_64KB,
-                pages: ptrs.as_mut_ptr(),
-                entries,
-                gpu_uuid: uuid.as_mut_ptr(),
-                flags: 0,
-            },
-            GFP_KERNEL,
-        )?;
+        let spilled = if n > INLINE_PAGES {
+            let mut pages = KVVec::with_capacity(n, GFP_KERNEL)?;
+            for i in 0..entries {
+                pages.push(page(i)?, GFP_KERNEL)?;
+            }
+            let mut ptrs = KVVec::with_capacity(n, GFP_KERNEL)?;
+            let base = pages.as_mut_ptr();
+            for i in 0..n {
+                ptrs.push(base.wrapping_add(i), GFP_KERNEL)?;
+            }
+            Some(Spilled { ptrs, pages })
+        } else {
+            None
+        };
+        let mut block = match quarantine::reuse_table() {
+            Some(b) => b,
+            None => KBox::new(TableBlock::EMPTY, GFP_KERNEL)?,
+        };
+        let b = &mut *block;
+        b.uuid = *uuid;
+        let pages = match spilled.as_ref() {
+            Some(s) => s.ptrs.as_ptr().cast_mut(),
+            None => {
+                for (i, (slot, ptr)) in (0u32..).zip(b.pages.iter_mut().zip(&mut b.ptrs)) {
+                    if i < entries {
+                        *slot = page(i)?;
+                        *ptr = core::ptr::from_mut(slot);
+                    }
+                }
+                b.ptrs.as_mut_ptr()
+            }
+        };
+        b.table = abi::PageTable {
+            version: abi::PAGE_TABLE_VERSION,
+            page_size: abi::PAGE_SIZE_64KB,
+            pages,
+            entries,
+            gpu_uuid: b.uuid.as_mut_ptr(),
+            flags: 0,
+        };
         Ok(Self {
-            table: Some(table),
-            _ptrs: ptrs,
-            _pages: pages,
-            _uuid: uuid,
+            block: Some(block),
+            spilled,
         })
     }
 
     /// The table's address: what the consumer holds, and the pin's key.
     pub(crate) fn key(&self) -> usize {
-        self.table
+        self.block
             .as_deref()
-            .map_or(0, |t| core::ptr::from_ref(t) as usize)
+            .map_or(0, |b| core::ptr::from_ref(&b.table) as usize)
     }
 
     /// Number of pages.
     pub(crate) fn entries(&self) -> u32 {
-        self.table.as_deref().map_or(0, |t| t.entries)
+        self.block.as_deref().map_or(0, |b| b.table.entries)
     }
 
     /// Physical address of page `i`.
     pub(crate) fn phys(&self, i: usize) -> Option<u64> {
-        self._pages.get(i).map(|p| p.physical_address)
+        let page = match self.spilled.as_ref() {
+            Some(s) => s.pages.get(i),
+            None => self
+                .block
+                .as_deref()
+                .filter(|b| i < usize::try_from(b.table.entries).unwrap_or(0))
+                .and_then(|b| b.pages.get(i)),
+        };
+        page.map(|p| p.physical_address)
     }
 }
 
 impl Drop for TableMemory {
     fn drop(&mut self) {
-        if let Some(t) = self.table.take() {
-            crate::p2p::quarantine::park(crate::p2p::quarantine::Parked::Table(t));
+        if let Some(b) = self.block.take() {
+            quarantine::park(quarantine::Parked::Table(b));
         }
     }
 }

@@ -51,7 +51,14 @@ impl Layout {
         }
         let bulk_bytes = self.bulk * self.bulk_len;
         if off < bulk_bytes {
-            Some((off / self.bulk_len, off % self.bulk_len))
+            // Bulk pieces are 2 MiB roots (shift and mask, no division on the pin path) or one
+            // contiguous run of any length.
+            let len = self.bulk_len;
+            if len.is_power_of_two() {
+                Some((off >> len.trailing_zeros(), off & (len - 1)))
+            } else {
+                Some((off.checked_div(len)?, off.checked_rem(len)?))
+            }
         } else {
             let t = off - bulk_bytes;
             Some((self.bulk + t / P2P_PAGE_SIZE, t % P2P_PAGE_SIZE))

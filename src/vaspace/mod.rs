@@ -86,7 +86,10 @@ use crate::{
         ROOT_CHUNK_SIZE, //
     },
     pmm::{
-        compact::Goal,
+        compact::{
+            sort_by_key,
+            Goal, //
+        },
         AllocFlags,
         ChunkId,
         FreeOutcome,
@@ -260,6 +263,14 @@ pub(crate) struct AllocState {
     pub(crate) touched: bool,
 }
 
+impl AllocState {
+    /// Whether the memory is released and nothing holds it any more: then `Some`, with whether
+    /// it must be scrubbed ([`AllocState::touched`]) as it goes back.
+    fn unused(&self) -> Option<bool> {
+        (self.released && self.pins == 0 && self.dmabufs == 0).then_some(self.touched)
+    }
+}
+
 /// GPU memory at a range of GPU VAs.
 #[pin_data(PinnedDrop)]
 pub(crate) struct Allocation {
@@ -332,11 +343,14 @@ impl Allocation {
     /// Called by a pin when it ends: forgets it, and returns the memory if the allocation was
     /// released and this was its last pin.
     pub(crate) fn pin_gone(&self) {
-        {
+        let unused = {
             let mut st = self.state.lock();
             st.pins = st.pins.saturating_sub(1);
+            st.unused()
+        };
+        if let Some(touched) = unused {
+            self.backing.give_back(touched);
         }
-        self.give_back_if_unused();
     }
 
     /// Holds the memory for a dma-buf export: counted, and pinned in the memory manager so that
@@ -393,14 +407,10 @@ impl Allocation {
     /// Returns the memory (once) if the allocation is released, unpinned and not held by a
     /// dma-buf.
     fn give_back_if_unused(&self) {
-        let touched = {
-            let st = self.state.lock();
-            if !st.released || st.pins != 0 || st.dmabufs != 0 {
-                return;
-            }
-            st.touched
-        };
-        self.backing.give_back(touched);
+        let unused = self.state.lock().unused();
+        if let Some(touched) = unused {
+            self.backing.give_back(touched);
+        }
     }
 }
 
@@ -465,6 +475,11 @@ fn alloc_backing(mem: &Arc<FbMemory>, size: u64, contiguous: bool) -> Result<Bac
             }
             return Err(fb::errno(e));
         }
+        // In address order, so that physically adjacent chunks back adjacent VAs: a pin's DMA
+        // mapping then coalesces them into one run (free lists hand chunks out newest first).
+        let addr = |id: &ChunkId| pmm.addr(*id).unwrap_or(u64::MAX);
+        sort_by_key(bulk, addr);
+        sort_by_key(tail, addr);
     }
     for (i, id) in ids.iter().enumerate() {
         let piece = pmm
@@ -498,6 +513,13 @@ pub(crate) struct VaInner {
     watch: Option<MmWatch>,
     /// The owner's address space is gone: no new allocations.
     dead: bool,
+}
+
+impl VaInner {
+    /// Whether the caller runs in the address space that owns this VA space (and it is alive).
+    fn is_current(&self) -> bool {
+        !self.dead && self.watch.as_ref().is_some_and(MmWatch::is_current)
+    }
 }
 
 /// The GPU VA space of one process.
@@ -641,8 +663,7 @@ impl VaSpace {
 
     /// Whether the caller runs in the address space that owns this VA space (and it is alive).
     pub(crate) fn is_current(&self) -> bool {
-        let inner = self.inner.lock();
-        !inner.dead && inner.watch.as_ref().is_some_and(MmWatch::is_current)
+        self.inner.lock().is_current()
     }
 
     /// The owner's address space went away: release every allocation. Later calls through the
@@ -785,7 +806,11 @@ impl VaSpace {
 
     /// The allocation holding `[va, va + len)`, if one does.
     pub(crate) fn find(&self, want: &Span) -> Option<Arc<Allocation>> {
-        let inner = self.inner.lock();
+        Self::find_in(&self.inner.lock(), want)
+    }
+
+    /// [`VaSpace::find`] with the lock held.
+    fn find_in(inner: &VaInner, want: &Span) -> Option<Arc<Allocation>> {
         // The allocation starting at or below `want`: the first at or above it, or the one
         // before.
         let below = match inner.allocs.cursor_lower_bound(&want.start()) {
@@ -839,7 +864,14 @@ pub(crate) fn usage(out: &mut [Usage]) -> usize {
 
 /// The allocation of the calling process that holds `want`.
 pub(crate) fn lookup_current(want: &Span) -> Option<Arc<Allocation>> {
-    VaSpace::current()?.find(want)
+    // One hold of each lock: the VA space that is the caller's is searched where it is found.
+    VASPACES.lock().iter().find_map(|vs| {
+        let inner = vs.inner.lock();
+        inner
+            .is_current()
+            .then(|| VaSpace::find_in(&inner, want))
+            .flatten()
+    })
 }
 
 /// Releases every allocation on `gpu` in every VA space (the GPU is going away). One at a time,

@@ -43,6 +43,12 @@ tool "  so does process exit with the memory still mapped" alloc A 1 2M \; wr A 
 tool "the same on GPU1" \
 	alloc A 1 2M \; ctl pin 0 @A 0x200000 \; ctl map 0 \; \
 	ctl dma 0 0x1f0000 0x33330000 \; sh "$HOSTSYNC" \; rd A 0x1f0000 0x33330000 \; ctl put 0 \; free A
+# 8200 pins fill the quarantine ring (8192 tables), so the next tables are
+# reused ones: they must describe their own memory, not their last pin's.
+tool "a table reused from the full quarantine ring maps its own memory" \
+	alloc B 0 2M \; alloc A 0 2M \; ctl benchpin @B 0x10000 8200 \; \
+	ctl pin 0 @A 0x10000 \; ctl map 0 \; ctl dma 0 0x1000 0x66660000 \; sh "$HOSTSYNC" \; \
+	rd A 0x1000 0x66660000 \; rd B 0x1000 0 \; ctl put 0 \; free A \; free B
 tool "CPU writes through mmap are seen by the peer's DMA" \
 	alloc A 0 2M \; wr A 0x10000 0x5a5a5a5a \; ctl pin 0 @A 0x20000 \; ctl map 0 \; \
 	ctl dma 0 0x1000 0x44440000 \; sh "$HOSTSYNC" \; rd A 0x10000 0x5a5a5a5a \; ctl put 0 \; free A
