@@ -25,4 +25,4 @@ NVRS_KSRC="$KSRC" cargo run -q --release --manifest-path "$ROOT/tests/host/Cargo
 echo "== VM (TCG, intel-iommu, kernel $(basename "$KDIR")) =="
 python3 "$TESTS/vm/run.py" "${VM_MODULES[@]}" --scenario bench --mem 3072 \
 	--gpu GH100:2048 --gpu GA100:2048 --timeout 900 --log "$OUT/bench-console.log" |
-	grep -E '^bench:|^RESULT|^FAIL'
+	grep -E '^bench:|^phases:|^RESULT|^FAIL'

@@ -54,12 +54,14 @@
  *                          above); unmapped again if it succeeds
  *   rawunmap PTR MAP       dma_unmap_pages of table PTR and mapping MAP for
  *                          edu (MAP < 16: slot MAP's, possibly stale, mapping)
- *   benchpin VA LEN N      N x (get_pages + put_pages) of [VA, VA + LEN)
+ *   benchpin VA LEN N      N x (get_pages + put_pages) of [VA, VA + LEN), and
+ *                          the table's entries and contiguous runs
  *   benchgup UVA LEN N     N x (pin_user_pages + unpin) of user memory: the
  *                          anchor for benchpin
  *   benchmap S N           N x (dma_map_pages + dma_unmap_pages) of slot S
  *                          for edu, then N x the same mapping made with one
- *                          dma_map_resource per 64 KiB entry (the anchor)
+ *                          dma_map_resource per 64 KiB entry (the anchor);
+ *                          and the table's entries and contiguous runs
  *   badinput VA LEN        the bad-input matrix (needs a live pin of
  *                          [VA, VA + LEN) in slot 15)
  *
@@ -681,10 +683,23 @@ static int cmd_rsync(void)
 	return bad_fail ? -EIO : 0;
 }
 
+/* Physically contiguous runs of 64 KiB pages in @pt. */
+static u32 table_runs(const struct nvidia_p2p_page_table *pt)
+{
+	u32 e, runs = 0;
+
+	for (e = 0; e < pt->entries; e++)
+		if (!e || pt->pages[e]->physical_address !=
+			  pt->pages[e - 1]->physical_address + GPU_PAGE)
+			runs++;
+	return runs;
+}
+
 static int cmd_benchpin(u64 va, u64 len, u64 n)
 {
 	struct nvidia_p2p_page_table *pt;
-	u64 i, t0;
+	u32 entries = 0, runs = 0;
+	u64 i, t0, t;
 	int ret;
 
 	if (!n)
@@ -698,7 +713,18 @@ static int cmd_benchpin(u64 va, u64 len, u64 n)
 		if (ret)
 			return ret;
 	}
-	reply("benchpin len %llu ns_per_op %llu\n", len, (ktime_get_ns() - t0) / n);
+	t = (ktime_get_ns() - t0) / n;
+	/* The table's shape, from one more pin, outside the timing. */
+	ret = nvidia_p2p_get_pages(0, 0, va, len, &pt, dummy_cb, NULL);
+	if (ret)
+		return ret;
+	entries = pt->entries;
+	runs = table_runs(pt);
+	ret = nvidia_p2p_put_pages(0, 0, va, pt);
+	if (ret)
+		return ret;
+	reply("benchpin len %llu ns_per_op %llu entries %u runs %u\n", len, t,
+	      entries, runs);
 	return 0;
 }
 
@@ -769,8 +795,9 @@ static int cmd_benchmap(struct slot *s, u64 n)
 	t_anchor = (ktime_get_ns() - t0) / n;
 	kvfree(addrs);
 	if (!ret)
-		reply("benchmap len %llu nvrs_ns %llu anchor_ns %llu\n",
-		      (u64)pt->entries * GPU_PAGE, t_nvrs, t_anchor);
+		reply("benchmap len %llu nvrs_ns %llu anchor_ns %llu entries %u runs %u\n",
+		      (u64)pt->entries * GPU_PAGE, t_nvrs, t_anchor, pt->entries,
+		      table_runs(pt));
 	return ret;
 }
 

@@ -13,30 +13,62 @@ cat /sys/kernel/debug/nvrs/bench_pmm >/tmp/pmm.txt
 check "PMM benchmark ran" grep -q "^bench: uniform_64k_1G" /tmp/pmm.txt
 cat /tmp/pmm.txt
 
-# line NAME NVRS_NS ANCHOR_NS: one bench line for a p2p measurement.
+# line NAME NVRS_NS ANCHOR_NS [EXTRA]: one bench line for a p2p measurement.
 line() {
-	awk -v t="$1" -v n="$2" -v a="$3" 'BEGIN {
-		printf "bench: %s nvrs=%.1fns anchor=%.1fns ratio=%.2f largest_free_nvrs=- largest_free_anchor=-\n",
-		       t, n, a, (n > 0 ? a / n : 0) }'
+	awk -v t="$1" -v n="$2" -v a="$3" -v x="$4" 'BEGIN {
+		printf "bench: %s nvrs=%.1fns anchor=%.1fns ratio=%.2f largest_free_nvrs=- largest_free_anchor=-%s\n",
+		       t, n, a, (n > 0 ? a / n : 0), (x == "" ? "" : " " x) }'
 }
 
-# get_pages + put_pages vs pin_user_pages + unpin of system memory, same size.
-for spec in "64K 0x10000 2000" "2M 0x200000 200" "1G 0x40000000 3"; do
+# shape NS ENTRIES RUNS: how the cost grows, per 64 KiB entry and per
+# physically contiguous run.
+shape() {
+	awk -v n="$1" -v e="$2" -v r="$3" 'BEGIN {
+		printf "entries=%d runs=%d ns_per_entry=%.1f ns_per_run=%.1f",
+		       e, r, (e > 0 ? n / e : 0), (r > 0 ? n / r : 0) }'
+}
+
+# Pins end in the quarantine ring (8192 page tables), and a table is reused
+# once the ring is full; fill it first so that every size below measures the
+# steady state of a long-running host.
+check "quarantine filled" nvrs-tool alloc A 0 1G \; ctl benchpin @A 0x10000 8200
+
+# get_pages + put_pages vs pin_user_pages + unpin of system memory, same size,
+# 64 KiB ... 1 GiB.
+for spec in "64K 0x10000 20000" "256K 0x40000 5000" "1M 0x100000 1000" \
+	    "2M 0x200000 500" "16M 0x1000000 50" "128M 0x8000000 8" \
+	    "1G 0x40000000 3"; do
 	set -- $spec
 	nvrs-tool alloc A 0 1G \; anon U $1 \; ctl benchpin @A $2 $3 \; \
 		ctl benchgup @U $2 $3 >/tmp/b.txt 2>&1
-	n=$(sed -n 's/^benchpin len [0-9]* ns_per_op //p' /tmp/b.txt)
+	set -- $1 $(sed -n 's/^benchpin len [0-9]* ns_per_op \([0-9]*\) entries \([0-9]*\) runs \([0-9]*\)/\1 \2 \3/p' /tmp/b.txt)
 	a=$(sed -n 's/^benchgup len [0-9]* ns_per_op //p' /tmp/b.txt)
-	check "p2p pin $1 measured" test -n "$n" -a -n "$a"
-	line "p2p_get_put_pages_$1" "$n" "$a"
+	check "p2p pin $1 measured" test -n "$4" -a -n "$a"
+	line "p2p_get_put_pages_$1" "$2" "$a" "$(shape $2 $3 $4)"
 done
 
-# dma_map_pages of 1 GiB (coalesced runs) vs one dma_map_resource per 64 KiB.
-nvrs-tool alloc A 0 1G \; ctl pin 0 @A 0x40000000 \; ctl benchmap 0 2 \; ctl put 0 >/tmp/b.txt 2>&1
-n=$(sed -n 's/^benchmap len [0-9]* nvrs_ns \([0-9]*\) .*/\1/p' /tmp/b.txt)
-a=$(sed -n 's/^benchmap len [0-9]* nvrs_ns [0-9]* anchor_ns \([0-9]*\)/\1/p' /tmp/b.txt)
-check "dma map 1G measured" test -n "$n" -a -n "$a"
-line "p2p_dma_map_1G_iommu" "$n" "$a"
+# Where the time of a 64 KiB get_pages + put_pages goes (debugfs p2p_profile;
+# the profiled run is slower by its clock reads).
+P=/sys/kernel/debug/nvrs/p2p_profile
+echo 1 >$P
+nvrs-tool alloc A 0 1G \; ctl benchpin @A 0x10000 20000 >/tmp/b.txt 2>&1
+echo 0 >$P
+n=$(sed -n 's/^benchpin len [0-9]* ns_per_op \([0-9]*\) .*/\1/p' /tmp/b.txt)
+check "pin phases measured" grep -q "^get_table calls [1-9]" $P
+echo "phases: p2p_get_put_pages_64K profiled_ns_per_op=$n" \
+	$(awk '$2 == "calls" { printf "%s=%sns ", $1, $5 }' $P)
+
+# dma_map_pages (coalesced runs) vs one dma_map_resource per 64 KiB page,
+# 64 KiB ... 1 GiB.
+for spec in "64K 0x10000 2000" "2M 0x200000 200" "16M 0x1000000 20" \
+	    "128M 0x8000000 5" "1G 0x40000000 2"; do
+	set -- $spec
+	nvrs-tool alloc A 0 1G \; ctl pin 0 @A $2 \; ctl benchmap 0 $3 \; ctl put 0 \
+		>/tmp/b.txt 2>&1
+	set -- $1 $(sed -n 's/^benchmap len [0-9]* nvrs_ns \([0-9]*\) anchor_ns \([0-9]*\) entries \([0-9]*\) runs \([0-9]*\)/\1 \2 \3 \4/p' /tmp/b.txt)
+	check "dma map $1 measured" test -n "$5"
+	line "p2p_dma_map_$1_iommu" "$2" "$3" "$(shape $2 $4 $5)"
+done
 # dma-buf registration (export + the RDMA core's pinned import, which maps for
 # edu) vs nvidia_p2p_get_pages + dma_map_pages of the same memory, IOMMU on.
 for spec in "2M 0x200000 50" "1G 0x40000000 3"; do

@@ -426,7 +426,7 @@ def main():
                         proc.stdin.write(b"ok\n")
                         proc.stdin.flush()
                     if args.show == "tap" and ("nvrs-tap:" in ln or "nvrs-demo:" in ln
-                                               or ln.startswith("bench:")):
+                                               or ln.startswith(("bench:", "phases:"))):
                         print(TS.sub("", ln.strip("\r")).replace("nvrs-demo: ", ""), flush=True)
             elif proc.poll() is not None:
                 break
