@@ -105,7 +105,7 @@ type NvrsAlloc = Pmm<KernelStorage>;
 /// Renders `debugfs/nvrs/bench_pmm`, running every trace of [`traces::run_suite`].
 pub(crate) fn render(f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let scale = traces::Scale {
-        ops: 100_000,
+        ops: 400_000,
         requests: 20_000,
     };
     traces::run_suite::<KernelStorage, _, _, _, _>(

@@ -64,7 +64,7 @@ impl<S: Storage> Pmm<S> {
         let order = [flags.prefer_zeroed, !flags.prefer_zeroed];
         let mut found = None;
         'search: for l in level..=top {
-            for z in order {
+            for &z in order.iter() {
                 let untouched = || (l == top && !z).then(|| self.first_untouched()).flatten();
                 let first = self.first_free(list_index(kernel && l != top, l, z));
                 if let Some(id) = first.or_else(untouched) {
@@ -90,6 +90,7 @@ impl<S: Storage> Pmm<S> {
 
     /// Takes a free chunk off its list and hands it out: owned at once for the kernel,
     /// temp-pinned for a user.
+    #[inline]
     fn claim(&mut self, id: ChunkId, kernel: bool) -> Result<ChunkId, PmmError> {
         let event = if kernel {
             Event::ClaimOwned

@@ -188,7 +188,7 @@ impl<S: Storage> Pmm<S> {
     /// The room a plan may need ([`PlanBuffers::reserve`]).
     pub(crate) fn plan_sizing(&self) -> PlanSizing {
         let count = |st: State| -> usize {
-            let n: u64 = self.counts.get(st.index()).map_or(0, |c| c.iter().sum());
+            let n: u64 = self.counts().get(st.index()).map_or(0, |c| c.iter().sum());
             usize::try_from(n).unwrap_or(usize::MAX)
         };
         PlanSizing {

@@ -40,6 +40,11 @@ pub(super) const fn list_index(kernel: bool, level: u8, zeroed: bool) -> usize {
     ((kernel as usize * MAX_SIZES) + level as usize) * 2 + zeroed as usize
 }
 
+/// The level of the chunks on list `key` (see [`list_index`]).
+pub(super) const fn level_of_list(key: usize) -> usize {
+    (key / 2) % MAX_SIZES
+}
+
 /// The list a free chunk belongs on: kernel chunks below the root size have their own lists
 /// (free roots are typeless); `top` is the root's level.
 pub(super) fn list_key(n: &Node, top: u8) -> usize {

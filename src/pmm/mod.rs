@@ -167,7 +167,8 @@ pub(crate) struct Pmm<S: Storage> {
     fanouts: [u16; MAX_SIZES],
     /// The free lists.
     lists: [ListHead; LISTS],
-    /// Chunks per state and size.
+    /// Chunks per state and size, except free ones, which the free lists count
+    /// ([`Pmm::counts`]); the row of [`State::Free`] stays zero.
     counts: [[u64; MAX_SIZES]; STATES],
     /// Allocations that failed.
     alloc_failures: u64,
@@ -224,13 +225,6 @@ impl<S: Storage> Pmm<S> {
                 .and_then(|f| u16::try_from(f).ok());
             *fanouts.get_mut(l).ok_or(PmmError::BadSizes)? = f.ok_or(PmmError::BadSizes)?;
         }
-        let mut counts = [[0u64; MAX_SIZES]; STATES];
-        if let Some(c) = counts
-            .get_mut(State::Free.index())
-            .and_then(|c| c.get_mut(usize::from(top)))
-        {
-            *c = n;
-        }
         let pmm = Pmm {
             base,
             roots: S::Vec::new(),
@@ -244,7 +238,7 @@ impl<S: Storage> Pmm<S> {
             levels,
             fanouts,
             lists: [ListHead::EMPTY; LISTS],
-            counts,
+            counts: [[0u64; MAX_SIZES]; STATES],
             alloc_failures: 0,
             compaction: CompactStats::default(),
         };
@@ -282,7 +276,17 @@ impl<S: Storage> Pmm<S> {
 
     /// Gives roots up to `r` their metadata, putting the newly touched ones at the front of the
     /// dirty root list, so that `r` can be changed. All or nothing.
+    #[inline(always)]
     fn touch(&mut self, r: u32) -> Result<(), PmmError> {
+        match usize::try_from(r) {
+            // Every allocation asks: an inlined test, and a call only when roots are added.
+            Ok(i) if i < self.roots.len() => Ok(()),
+            _ => self.touch_more(r),
+        }
+    }
+
+    /// [`Pmm::touch`] for a root not touched yet.
+    fn touch_more(&mut self, r: u32) -> Result<(), PmmError> {
         let have = self.roots.len();
         let want = usize::try_from(r).map_err(|_| PmmError::InvalidId)? + 1;
         if want <= have {
@@ -455,10 +459,30 @@ impl<S: Storage> Pmm<S> {
         }
     }
 
-    /// The chunk counter of `(state, level)`.
+    /// The chunk counter of `(state, level)`; `None` for free chunks, which the free lists
+    /// count.
     fn count_mut(&mut self, state: State, level: u8) -> Option<&mut u64> {
+        if state == State::Free {
+            return None;
+        }
         self.counts
             .get_mut(state.index())?
             .get_mut(usize::from(level))
+    }
+
+    /// Chunks per state and size.
+    pub(crate) fn counts(&self) -> [[u64; MAX_SIZES]; STATES] {
+        let mut counts = self.counts;
+        if let Some(free) = counts.get_mut(State::Free.index()) {
+            for (key, list) in self.lists.iter().enumerate() {
+                if let Some(c) = free.get_mut(freelist::level_of_list(key)) {
+                    *c += list.len;
+                }
+            }
+            if let Some(c) = free.get_mut(usize::from(self.top())) {
+                *c += self.untouched_count();
+            }
+        }
+        counts
     }
 }

@@ -138,7 +138,7 @@ impl<S: Storage> Pmm<S> {
         let mut s = Stats {
             sizes: self.sizes,
             levels: self.levels,
-            chunks: self.counts,
+            chunks: self.counts(),
             roots: u64::from(self.total),
             total_bytes: self.total_bytes(),
             free_bytes: 0,
@@ -180,7 +180,8 @@ impl<S: Storage> Pmm<S> {
         if best != 0 {
             return best.saturating_mul(ROOT_CHUNK_SIZE);
         }
-        let free = self.counts.get(State::Free.index());
+        let counts = self.counts();
+        let free = counts.get(State::Free.index());
         (0..self.levels)
             .rev()
             .find(|&l| free.and_then(|c| c.get(l)).is_some_and(|&n| n != 0))
