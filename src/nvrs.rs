@@ -149,6 +149,7 @@ impl ModuleState {
         p2p::pin::init_registry();
         dmabuf::init_registry();
         p2p::quarantine::init()?;
+        topology::distance::init();
         Ok(Self(()))
     }
 }

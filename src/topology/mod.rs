@@ -11,6 +11,7 @@
 //! Peer devices are network/InfiniBand controllers and the functions matching the
 //! `peer_device` module parameter.
 
+pub(crate) mod distance;
 pub(crate) mod link;
 
 use core::fmt;
@@ -62,7 +63,7 @@ pub(crate) fn gpu_endpoint(g: &GpuInfo) -> Endpoint {
 /// The P2P gate for GPU `g` exporting memory to the endpoint `peer`.
 pub(crate) fn p2p_gate(g: &GpuInfo, peer: &Endpoint) -> (link::Link, i32, bool) {
     let l = classify(&gpu_endpoint(g), peer);
-    let distance = helpers::p2pdma_distance(&g.pdev, peer.id);
+    let distance = distance::distance(&g.pdev, g.endpoint.id, peer.id);
     let gate = GateOverride::from_param(crate::p2p_topology());
     (l, distance, p2p_allowed(l, distance, gate))
 }
