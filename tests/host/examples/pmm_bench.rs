@@ -6,7 +6,8 @@
 //! `cargo run --release --example pmm_bench` runs each trace on the nvrs manager and on an
 //! anchor, with the same PRNG seed, and prints one line per trace:
 //!
-//! `bench: <trace> nvrs=<ns/op>ns anchor=<ns/op>ns ratio=<anchor/nvrs> largest_free_nvrs=<bytes> largest_free_anchor=<bytes>`
+//! `bench: <trace> nvrs=<ns/op>ns anchor=<ns/op>ns ratio=<anchor/nvrs> largest_free_nvrs=<bytes>
+//! largest_free_anchor=<bytes> metadata_nvrs=<bytes> metadata_anchor=<bytes>`
 //!
 //! The anchor is the kernel's own gpu_buddy, compiled for user space from the kernel source the
 //! bootstrap fetches (`build.rs`, `NVRS_KSRC`), running the same traces natively in the same
