@@ -185,7 +185,8 @@ pub(super) const UNUSED: u8 = 1 << 4;
 /// The metadata of one chunk (28 bytes).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Node {
-    /// Previous chunk on the free list, or [`ChunkId::NIL`].
+    /// Previous chunk on the free list, or [`ChunkId::NIL`]; not kept for the list's first
+    /// chunk (see [`super::freelist`]).
     pub(super) prev: ChunkId,
     /// Next chunk on the free list, or [`ChunkId::NIL`]; in the first slot of a recycled group,
     /// the next recycled group of that size (slot plus one, 0 for none).
