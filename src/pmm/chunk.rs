@@ -78,6 +78,7 @@ impl State {
 
 /// What happens to a chunk.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
 pub(crate) enum Event {
     /// A user allocation takes the chunk.
     Claim,
@@ -97,20 +98,71 @@ pub(crate) enum Event {
     Migrate,
 }
 
+/// Number of events.
+const EVENTS: usize = 8;
+
+/// Every event, in declaration order.
+const ALL_EVENTS: [Event; EVENTS] = [
+    Event::Claim,
+    Event::ClaimOwned,
+    Event::Unpin,
+    Event::Split,
+    Event::Free,
+    Event::MergeFree,
+    Event::MergeAllocated,
+    Event::Migrate,
+];
+
+// `ALL_EVENTS[e]` is the event whose discriminant is `e` (the table is indexed by it).
+const _: () = {
+    let mut e = 0;
+    while e < EVENTS {
+        assert!(ALL_EVENTS[e] as usize == e);
+        e += 1;
+    }
+};
+
+/// [`rule`] for every state and event, computed at compile time: [`transition`] looks the
+/// answer up instead of branching through a `match` (an indirect jump, costly under
+/// emulation, on every allocation and free).
+const TABLE: [[Option<State>; EVENTS]; STATES] = {
+    let mut t = [[None; EVENTS]; STATES];
+    let mut s = 0;
+    while s < STATES {
+        let mut e = 0;
+        while e < EVENTS {
+            t[s][e] = rule(State::ALL[s], ALL_EVENTS[e]);
+            e += 1;
+        }
+        s += 1;
+    }
+    t
+};
+
 /// The state-transition table (see the module documentation): the new state, or an error.
-pub(crate) const fn transition(from: State, event: Event) -> Result<State, PmmError> {
+pub(crate) fn transition(from: State, event: Event) -> Result<State, PmmError> {
+    TABLE
+        .get(from.index())
+        .and_then(|row| row.get(event as usize))
+        .copied()
+        .flatten()
+        .ok_or(PmmError::IllegalTransition { from, event })
+}
+
+/// The rules of the state-transition table: the new state, or `None`.
+const fn rule(from: State, event: Event) -> Option<State> {
     match (from, event) {
-        (State::Free, Event::Claim) => Ok(State::TempPinned),
-        (State::Free, Event::ClaimOwned) => Ok(State::Allocated),
-        (State::Free, Event::Split) => Ok(State::IsSplit),
-        (State::TempPinned, Event::Unpin) => Ok(State::Allocated),
-        (State::TempPinned, Event::Free) => Ok(State::Free),
-        (State::Allocated, Event::Split) => Ok(State::IsSplit),
-        (State::Allocated, Event::Free) => Ok(State::Free),
-        (State::IsSplit, Event::MergeFree) => Ok(State::Free),
-        (State::IsSplit, Event::MergeAllocated) => Ok(State::Allocated),
-        (State::Allocated, Event::Migrate) => Ok(State::TempPinned),
-        _ => Err(PmmError::IllegalTransition { from, event }),
+        (State::Free, Event::Claim) => Some(State::TempPinned),
+        (State::Free, Event::ClaimOwned) => Some(State::Allocated),
+        (State::Free, Event::Split) => Some(State::IsSplit),
+        (State::TempPinned, Event::Unpin) => Some(State::Allocated),
+        (State::TempPinned, Event::Free) => Some(State::Free),
+        (State::Allocated, Event::Split) => Some(State::IsSplit),
+        (State::Allocated, Event::Free) => Some(State::Free),
+        (State::IsSplit, Event::MergeFree) => Some(State::Free),
+        (State::IsSplit, Event::MergeAllocated) => Some(State::Allocated),
+        (State::Allocated, Event::Migrate) => Some(State::TempPinned),
+        _ => None,
     }
 }
 

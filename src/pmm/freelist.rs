@@ -81,9 +81,8 @@ impl<S: Storage> Pmm<S> {
     }
 
     /// Takes a free chunk off its list and, with `event`, moves it out of [`State::Free`] as
-    /// [`Pmm::apply`] would (the allocation fast path). One root lookup unless the chunk is not
-    /// first on its list and a neighbour is in another root. Nothing changes if `event` is
-    /// illegal.
+    /// [`Pmm::apply`] would (the allocation fast path): one root lookup for the first chunk of
+    /// a list. Nothing changes if `event` is illegal.
     pub(super) fn take_free(&mut self, id: ChunkId, event: Option<Event>) -> Result<(), PmmError> {
         let top = self.top();
         let mut slots = Self::slots_in(&mut self.roots, id.root())?;
@@ -114,30 +113,23 @@ impl<S: Storage> Pmm<S> {
             let p = slots.get(parent)?;
             p.free_children = p.free_children.checked_sub(1).ok_or(PmmError::Corrupt)?;
         }
-        if !first {
-            // Neighbours in this root through the same borrow, the others after it.
-            let mut far = (ChunkId::NIL, ChunkId::NIL);
-            if prev.root() == id.root() {
-                slots.get(prev.sub())?.next = next;
-            } else {
-                far.0 = prev;
-            }
-            if next != ChunkId::NIL {
-                if next.root() == id.root() {
-                    slots.get(next.sub())?.prev = prev;
-                } else {
-                    far.1 = next;
-                }
-            }
-            if far.0 != ChunkId::NIL {
-                Self::node_in(&mut self.roots, far.0)?.next = next;
-            }
-            if far.1 != ChunkId::NIL {
-                Self::node_in(&mut self.roots, far.1)?.prev = prev;
-            }
-        }
         if to != State::Free {
             self.count_move(State::Free, to, level, 1);
+        }
+        if !first {
+            self.link_neighbours(prev, next)?;
+        }
+        Ok(())
+    }
+
+    /// Links `prev` and `next`, the neighbours of a chunk taken from the middle of a list (a
+    /// merge, a split, an allocation at an address): out of line, so that taking the first
+    /// chunk, the common case, stays small.
+    #[inline(never)]
+    fn link_neighbours(&mut self, prev: ChunkId, next: ChunkId) -> Result<(), PmmError> {
+        Self::node_in(&mut self.roots, prev)?.next = next;
+        if next != ChunkId::NIL {
+            Self::node_in(&mut self.roots, next)?.prev = prev;
         }
         Ok(())
     }
