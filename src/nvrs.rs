@@ -37,6 +37,7 @@ use kernel::{
 };
 
 mod aperture;
+#[cfg(nvrs_bench)]
 mod bench;
 mod binding;
 mod chardev;
@@ -223,7 +224,10 @@ pub(crate) fn peer_device() -> u32 {
 }
 
 fn render_bench(_: &(), f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-    bench::render(f)
+    #[cfg(nvrs_bench)]
+    return bench::render(f);
+    #[cfg(not(nvrs_bench))]
+    writeln!(f, "the benchmark is not built in: make NVRS_BENCH=1 (make bench does)")
 }
 
 fn render_p2p(_: &(), f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {

@@ -24,7 +24,8 @@ nvrs_build() {
 	# Lint with clippy when the toolchain has it (the kernel's own lint set).
 	local clippy=
 	command -v clippy-driver >/dev/null && clippy=CLIPPY=1
-	make -s -C "$ROOT" KDIR="$KDIR" $clippy modules >"$OUT/build.log" 2>&1 || {
+	make -s -C "$ROOT" KDIR="$KDIR" NVRS_BENCH="${NVRS_BENCH:-0}" $clippy modules \
+		>"$OUT/build.log" 2>&1 || {
 		cat "$OUT/build.log"
 		echo "error: building nvrs.ko failed" >&2
 		return 1
