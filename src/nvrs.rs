@@ -227,7 +227,10 @@ fn render_bench(_: &(), f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     #[cfg(nvrs_bench)]
     return bench::render(f);
     #[cfg(not(nvrs_bench))]
-    writeln!(f, "the benchmark is not built in: make NVRS_BENCH=1 (make bench does)")
+    writeln!(
+        f,
+        "the benchmark is not built in: make NVRS_BENCH=1 (make bench does)"
+    )
 }
 
 fn render_p2p(_: &(), f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
