@@ -101,23 +101,25 @@ pub(crate) enum Event {
 /// Number of events.
 const EVENTS: usize = 8;
 
-/// Every event, in declaration order.
-const ALL_EVENTS: [Event; EVENTS] = [
-    Event::Claim,
-    Event::ClaimOwned,
-    Event::Unpin,
-    Event::Split,
-    Event::Free,
-    Event::MergeFree,
-    Event::MergeAllocated,
-    Event::Migrate,
-];
+impl Event {
+    /// Every event, in declaration order.
+    pub(crate) const ALL: [Event; EVENTS] = [
+        Event::Claim,
+        Event::ClaimOwned,
+        Event::Unpin,
+        Event::Split,
+        Event::Free,
+        Event::MergeFree,
+        Event::MergeAllocated,
+        Event::Migrate,
+    ];
+}
 
-// `ALL_EVENTS[e]` is the event whose discriminant is `e` (the table is indexed by it).
+// `Event::ALL[e]` is the event whose discriminant is `e` (the table is indexed by it).
 const _: () = {
     let mut e = 0;
     while e < EVENTS {
-        assert!(ALL_EVENTS[e] as usize == e);
+        assert!(Event::ALL[e] as usize == e);
         e += 1;
     }
 };
@@ -131,7 +133,7 @@ const TABLE: [[Option<State>; EVENTS]; STATES] = {
     while s < STATES {
         let mut e = 0;
         while e < EVENTS {
-            t[s][e] = rule(State::ALL[s], ALL_EVENTS[e]);
+            t[s][e] = rule(State::ALL[s], Event::ALL[e]);
             e += 1;
         }
         s += 1;
