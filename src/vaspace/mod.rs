@@ -864,14 +864,16 @@ pub(crate) fn usage(out: &mut [Usage]) -> usize {
 
 /// The allocation of the calling process that holds `want`.
 pub(crate) fn lookup_current(want: &Span) -> Option<Arc<Allocation>> {
-    // One hold of each lock: the VA space that is the caller's is searched where it is found.
-    VASPACES.lock().iter().find_map(|vs| {
-        let inner = vs.inner.lock();
-        inner
-            .is_current()
-            .then(|| VaSpace::find_in(&inner, want))
-            .flatten()
-    })
+    // One hold of each lock: the caller's VA space is searched where it is found, and the
+    // search ends there, whether or not it holds `want` (as `VaSpace::current` then `find`).
+    VASPACES
+        .lock()
+        .iter()
+        .find_map(|vs| {
+            let inner = vs.inner.lock();
+            inner.is_current().then(|| VaSpace::find_in(&inner, want))
+        })
+        .flatten()
 }
 
 /// Releases every allocation on `gpu` in every VA space (the GPU is going away). One at a time,
