@@ -327,10 +327,8 @@ fn render_info(info: &Arc<GpuInfo>, f: &mut core::fmt::Formatter<'_>) -> core::f
 /// log and `pmm/stats`. `-ENOMEM` if no plan exists, `-EINVAL` for anything but a number.
 fn write_compact(info: &Arc<GpuInfo>, reader: &mut kernel::uaccess::UserSliceReader) -> Result {
     let mut buf = [0u8; 16];
-    let n = reader.len().min(buf.len());
-    reader.read_slice(buf.get_mut(..n).ok_or(EINVAL)?)?;
-    let text = core::str::from_utf8(buf.get(..n).ok_or(EINVAL)?).map_err(|_| EINVAL)?;
-    let roots: u32 = text.trim().parse().map_err(|_| EINVAL)?;
+    let text = crate::helpers::written_text(reader, &mut buf)?;
+    let roots: u32 = text.parse().map_err(|_| EINVAL)?;
     if roots == 0 {
         return Err(EINVAL);
     }

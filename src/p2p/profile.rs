@@ -107,10 +107,7 @@ pub(crate) fn render(f: &mut fmt::Formatter<'_>) -> fmt::Result {
 /// Writing `p2p_profile`: `1` clears the totals and records, `0` stops; `-EINVAL` otherwise.
 pub(crate) fn write(reader: &mut kernel::uaccess::UserSliceReader) -> Result {
     let mut buf = [0u8; 4];
-    let n = reader.len().min(buf.len());
-    reader.read_slice(buf.get_mut(..n).ok_or(EINVAL)?)?;
-    let text = core::str::from_utf8(buf.get(..n).ok_or(EINVAL)?).map_err(|_| EINVAL)?;
-    match text.trim() {
+    match crate::helpers::written_text(reader, &mut buf)? {
         "1" => {
             for (ns, calls) in NS.iter().zip(&CALLS) {
                 ns.store(0, Relaxed);
