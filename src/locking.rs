@@ -24,7 +24,7 @@
 //!    allocation's pieces (removing its mappings, copying and scrubbing with it held).
 //! 8. [`PINS`](crate::p2p::pin::PINS): the registry of live pins.
 //! 9. `P2pPin::dma`: a pin's DMA mappings (`dma_map_resource` / `dma_unmap_resource` run
-//!    under it).
+//!    under it); threads waiting for the pin to die sleep on `P2pPin::done` with it.
 //! 10. `FbMemory::pmm`: a GPU's memory manager; nothing is taken under it.
 //!
 //! (A pin's life-cycle state, `P2pPin::state`, is an atomic, not a lock.)
@@ -44,8 +44,8 @@
 //!   own locks, and those locks may be held around calls into nvrs.
 //! * Nothing is allocated under a lock that `nvidia_p2p_get_pages()` takes (`VASPACES`,
 //!   `VaSpace::inner`, `Allocation::state`, `PINS`, `FbMemory::pmm` — the manager's own
-//!   metadata aside): registry nodes are reserved before locking (`RBTreeNodeReservation`, or the registry's
-//!   spare node, taken in a lock hold of its own), page tables come from the quarantine ring
+//!   metadata aside): registry nodes and pin objects are reserved before locking (allocated, or a spare an
+//!   ended pin left in the quarantine ring), page tables come from the quarantine ring
 //!   or are allocated with no lock held, an
 //!   allocation counts its pins instead of listing them, and `mmap` grows its list of mapped
 //!   inodes with the lock dropped. Zeroing (which may cover GiBs) runs with no lock held.

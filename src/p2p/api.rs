@@ -33,7 +33,8 @@ use crate::{
         dma::DmaMapping,
         pin::{
             self,
-            P2pPin,
+            PinEntry,
+            PinRequest,
             PinState, //
         },
         profile::{
@@ -82,21 +83,19 @@ fn get_pages(
     let alloc = vaspace::lookup_current(&span).ok_or(EINVAL)?;
     let offset = span.start() - alloc.span.start();
     sw.lap(Phase::Lookup);
-    P2pPin::create(
-        alloc,
+    let req = PinRequest {
         va,
         offset,
-        span.len(),
+        len: span.len(),
         persistent,
         callback,
         data,
-        &mut sw,
-        |table| {
-            // SAFETY: `out` is non-null and, by the API contract, points to a writable
-            // `nvidia_p2p_page_table_t *` of the caller.
-            unsafe { out.write(table) }
-        },
-    )
+    };
+    PinEntry::create(alloc, &req, &mut sw, |table| {
+        // SAFETY: `out` is non-null and, by the API contract, points to a writable
+        // `nvidia_p2p_page_table_t *` of the caller.
+        unsafe { out.write(table) }
+    })
 }
 
 /// `nvidia_p2p_get_pages()`: a non-persistent pin; `free_callback` is mandatory.
@@ -183,9 +182,8 @@ fn put(va: u64, table: *mut abi::PageTable, persistent: bool) -> Result {
         return Err(EIO);
     }
     sw.lap(Phase::PutLookup);
+    // Drops the last reference, unless a revocation is looking at the pin right now.
     pin.put(&mut sw);
-    // The last reference, unless a revocation is looking at the pin right now.
-    drop(pin);
     sw.lap(Phase::Free);
     Ok(())
 }

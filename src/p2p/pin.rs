@@ -19,8 +19,15 @@
 //! mappings and frees the table. So a consumer must not hold a lock its callback takes while it
 //! calls `put_pages` on the same memory (gdrdrv drops its lock first): the put would wait for a
 //! callback that waits for the lock. A put from the callback itself is refused with `-EIO`.
+//!
+//! # Reuse
+//!
+//! A pin holds no memory of its own beyond its table: the registry binds it to the allocation
+//! it pins ([`PinEntry`]). So when the last reference to an ended pin goes, the pin object and
+//! its registry node are kept as a [`Spare`] for the next pin (the table block goes to the
+//! quarantine), and pinning does not allocate once a few pins have ended.
 
-use core::ffi::c_void;
+use core::{ffi::c_void, ops::Range};
 
 use kernel::{
     prelude::*,
@@ -33,12 +40,12 @@ use kernel::{
             Acquire,
             Atomic,
             Full,
-            Relaxed,
-            Release, //
+            Relaxed, //
         },
         Arc,
-        Completion,
-        Mutex, //
+        CondVar,
+        Mutex,
+        UniqueArc, //
     },
 };
 
@@ -51,6 +58,7 @@ use crate::{
             Phase,
             Stopwatch, //
         },
+        quarantine,
         table::TableMemory, //
     },
     vaspace::Allocation,
@@ -82,17 +90,33 @@ impl PinState {
     }
 }
 
-/// A live pin.
-#[pin_data]
-pub(crate) struct P2pPin {
-    /// The page table and its entries, as handed to the consumer.
-    pub(crate) table: TableMemory,
-    /// The pinned allocation (kept alive by the pin).
-    pub(crate) alloc: Arc<Allocation>,
+/// What a consumer asked to pin.
+pub(crate) struct PinRequest {
+    /// VA the consumer pinned (checked again at put).
+    pub(crate) va: u64,
     /// Offset of the pinned range in the allocation.
     pub(crate) offset: u64,
     /// Length of the pinned range.
     pub(crate) len: u64,
+    /// `get_pages_persistent`: never revoked by a free.
+    pub(crate) persistent: bool,
+    /// The consumer's free callback and its argument (non-persistent pins).
+    pub(crate) callback: abi::FreeCallback,
+    pub(crate) data: *mut c_void,
+}
+
+/// A pin. The allocation it pins is not here but beside it in its [`PinEntry`], so that an
+/// ended pin can be kept for reuse ([`Spare`]) without keeping its allocation alive.
+#[pin_data]
+pub(crate) struct P2pPin {
+    /// The page table and its entries, as handed to the consumer.
+    pub(crate) table: TableMemory,
+    /// Offset of the pinned range in the allocation.
+    pub(crate) offset: u64,
+    /// Length of the pinned range.
+    pub(crate) len: u64,
+    /// The allocation's pieces that back the pinned range ([`Allocation::piece_range`]).
+    pieces: Range<usize>,
     /// VA the consumer pinned (checked again at put).
     pub(crate) va: u64,
     /// Pinned with `get_pages_persistent`: never revoked by a free.
@@ -105,9 +129,12 @@ pub(crate) struct P2pPin {
     state: Atomic<u32>,
     /// The task running the free callback during a revocation (0 otherwise).
     revoker: Atomic<usize>,
-    /// Completed when the pin is dead; `put` waits on it during a revocation.
+    /// Threads waiting for the pin to die ([`P2pPin::wait_dead`]); the thread that ends it
+    /// wakes them only if there are any.
+    waiters: Atomic<u32>,
+    /// Signalled, under `dma`, when the pin is dead.
     #[pin]
-    done: Completion,
+    done: CondVar,
     /// DMA mappings made of the table.
     #[pin]
     pub(crate) dma: Mutex<KVec<DmaMapping>>,
@@ -120,30 +147,43 @@ unsafe impl Send for P2pPin {}
 // SAFETY: See above; shared access never mutates `callback` or `data`.
 unsafe impl Sync for P2pPin {}
 
+/// A pin and the allocation it pins, as the registry holds them and lookups return them.
+#[derive(Clone)]
+pub(crate) struct PinEntry {
+    /// The pin.
+    pub(crate) pin: Arc<P2pPin>,
+    /// The pinned allocation (kept alive by the pin).
+    pub(crate) alloc: Arc<Allocation>,
+}
+
+impl core::ops::Deref for PinEntry {
+    type Target = P2pPin;
+
+    fn deref(&self) -> &P2pPin {
+        &self.pin
+    }
+}
+
+/// A registry node, allocated before the registry's lock is taken.
+type Node = RBTreeNodeReservation<usize, PinEntry>;
+
+/// What an ended pin leaves for the next: its pin object, with no table and its DMA mappings
+/// gone, and its registry node. Kept by the quarantine ring ([`quarantine::park_pin`]).
+pub(crate) struct Spare {
+    pin: Pin<UniqueArc<P2pPin>>,
+    node: Node,
+}
+
 /// The registry of live pins, keyed by page-table address. Its nodes are allocated before the
-/// lock is taken ([`RBTreeNodeReservation`]), so pinning never allocates under a lock.
+/// lock is taken, so pinning never allocates under a lock.
 pub(crate) struct PinRegistry {
     /// `None` before module init and after module exit.
-    pins: Option<RBTree<usize, Arc<P2pPin>>>,
-    /// The node of the last pin that ended, kept for the next pin instead of being freed.
-    spare: Option<RBTreeNodeReservation<usize, Arc<P2pPin>>>,
+    pins: Option<RBTree<usize, PinEntry>>,
 }
 
 kernel::sync::global_lock! {
     // SAFETY: `init_registry` calls `init` from the module initialiser, before any pin can exist.
-    pub(crate) unsafe(uninit) static PINS: Mutex<PinRegistry> = PinRegistry {
-        pins: None,
-        spare: None,
-    };
-}
-
-/// A registry node for a new pin: the spare one, or a new allocation (outside the lock).
-fn registry_node() -> Result<RBTreeNodeReservation<usize, Arc<P2pPin>>> {
-    let spare = PINS.lock().spare.take();
-    match spare {
-        Some(node) => Ok(node),
-        None => Ok(RBTreeNodeReservation::new(GFP_KERNEL)?),
-    }
+    pub(crate) unsafe(uninit) static PINS: Mutex<PinRegistry> = PinRegistry { pins: None };
 }
 
 /// Free callbacks nvrs has called since it was loaded (debugfs `p2p`: `revoked: N`); a
@@ -159,7 +199,7 @@ pub(crate) fn init_registry() {
 
 impl PinRegistry {
     /// Every live pin, in key order.
-    fn all(&self) -> impl Iterator<Item = &Arc<P2pPin>> {
+    fn all(&self) -> impl Iterator<Item = &PinEntry> {
         self.pins.iter().flat_map(|t| t.values())
     }
 }
@@ -167,21 +207,17 @@ impl PinRegistry {
 /// Frees the pin registry at module exit (no pin can exist then: each persistent pin holds the
 /// module, and unbinding the GPUs revoked the others).
 pub(crate) fn fini_registry() {
-    let (tree, spare) = {
-        let mut reg = PINS.lock();
-        (reg.pins.take(), reg.spare.take())
-    };
+    let tree = PINS.lock().pins.take();
     drop(tree);
-    drop(spare);
 }
 
 /// The live pin whose page table is at `key`.
-pub(crate) fn lookup(key: usize) -> Option<Arc<P2pPin>> {
+pub(crate) fn lookup(key: usize) -> Option<PinEntry> {
     PINS.lock().pins.as_ref()?.get(&key).cloned()
 }
 
 /// A live non-persistent pin of `alloc`, if one is left (release revokes them one by one).
-pub(crate) fn next_revocable(alloc: &Allocation) -> Option<Arc<P2pPin>> {
+pub(crate) fn next_revocable(alloc: &Allocation) -> Option<PinEntry> {
     PINS.lock()
         .all()
         .find(|p| core::ptr::eq(&*p.alloc, alloc) && !p.persistent)
@@ -271,61 +307,141 @@ pub(crate) fn render(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
 }
 
 impl P2pPin {
-    /// Pins `[offset, offset + len)` of `alloc` (both multiples of 64 KiB, inside it): counts a
-    /// P2P pin on every chunk, builds the page table, registers the pin, and hands the table to
-    /// `publish` — all under the allocation's lock, so that no revocation can run, and no free
-    /// callback fire, before the consumer holds the table (the race of NVIDIA's PR #557).
-    /// Nothing can fail after the pin becomes visible.
-    #[expect(clippy::too_many_arguments)]
+    /// A pin object with no table, as a [`Spare`] holds it.
+    fn empty() -> impl PinInit<Self> {
+        pin_init!(P2pPin {
+            table: TableMemory::NONE,
+            offset: 0,
+            len: 0,
+            pieces: 0..0,
+            va: 0,
+            persistent: false,
+            callback: None,
+            data: 0,
+            state: Atomic::new(PinState::Dead as u32),
+            revoker: Atomic::new(0),
+            waiters: Atomic::new(0),
+            done <- kernel::new_condvar!("P2pPin::done"),
+            dma <- kernel::new_mutex!(KVec::new(), "P2pPin::dma"),
+        })
+    }
+
+    /// Makes an unshared pin object a live pin of `table` for `req`, on the allocation's
+    /// `pieces`.
+    fn fill(self: Pin<&mut Self>, table: TableMemory, req: &PinRequest, pieces: Range<usize>) {
+        let this = self.project();
+        *this.table = table;
+        *this.offset = req.offset;
+        *this.len = req.len;
+        *this.pieces = pieces;
+        *this.va = req.va;
+        *this.persistent = req.persistent;
+        *this.callback = req.callback;
+        *this.data = req.data as usize;
+        this.state.store(PinState::Live as u32, Relaxed);
+    }
+
+    /// Moves the pin out of `Live` into `to`; false if someone else got there first.
+    fn claim(&self, to: PinState) -> bool {
+        self.state
+            .cmpxchg(PinState::Live as u32, to as u32, Full)
+            .is_ok()
+    }
+
+    /// Takes the pin's DMA mappings, to be unmapped (dropped) with the lock released; `None` if
+    /// there are none (an empty vector is not even freed then).
+    fn take_mappings(&self) -> Option<KVec<DmaMapping>> {
+        let mut maps = self.dma.lock();
+        (!maps.is_empty()).then(|| core::mem::take(&mut *maps))
+    }
+
+    /// Unmaps every DMA mapping of the pin (its GPU is going away).
+    pub(crate) fn unmap_all(&self) {
+        drop(self.take_mappings());
+    }
+
+    /// Waits until the pin is dead (put or revoked by someone else).
+    fn wait_dead(&self) {
+        // Full: either the thread ending the pin sees this waiter, or this waiter sees the pin
+        // dead (the ending thread sets `Dead` with a full barrier, then reads `waiters`).
+        self.waiters.fetch_add(1, Full);
+        let mut guard = self.dma.lock();
+        while self.state() != PinState::Dead {
+            self.done.wait(&mut guard);
+        }
+        drop(guard);
+        self.waiters.fetch_sub(1, Relaxed);
+    }
+
+    /// Marks the pin dead and wakes the threads waiting for that.
+    fn die(&self) {
+        self.state.xchg(PinState::Dead as u32, Full);
+        if self.waiters.load(Relaxed) != 0 {
+            // A waiter checks the state and goes to sleep under `dma`: once the lock was free
+            // after the state changed, every waiter either sleeps or has seen it.
+            drop(self.dma.lock());
+            self.done.notify_all();
+        }
+    }
+
+    /// Whether the calling thread is running this pin's free callback.
+    pub(crate) fn is_revoking_thread(&self) -> bool {
+        self.revoker.load(Relaxed) == kernel::task::Task::current_raw() as usize
+    }
+
+    /// Current state.
+    pub(crate) fn state(&self) -> PinState {
+        PinState::from_u32(self.state.load(Acquire))
+    }
+}
+
+impl PinEntry {
+    /// Pins `req.len` bytes at `req.offset` of `alloc` (both multiples of 64 KiB, inside it):
+    /// counts a P2P pin on every chunk, builds the page table, registers the pin, and hands the
+    /// table to `publish` — all under the allocation's lock, so that no revocation can run, and
+    /// no free callback fire, before the consumer holds the table (the race of NVIDIA's PR
+    /// #557). Nothing can fail after the pin becomes visible.
     pub(crate) fn create(
         alloc: Arc<Allocation>,
-        va: u64,
-        offset: u64,
-        len: u64,
-        persistent: bool,
-        callback: abi::FreeCallback,
-        data: *mut c_void,
+        req: &PinRequest,
         sw: &mut Stopwatch,
         publish: impl FnOnce(*mut abi::PageTable),
     ) -> Result {
-        let entries = u32::try_from(len / P2P_PAGE_SIZE).map_err(|_| EINVAL)?;
+        let entries = u32::try_from(req.len / P2P_PAGE_SIZE).map_err(|_| EINVAL)?;
         let phys = alloc.gpu.aperture.phys;
-        let (pin, node, mut st) = loop {
+        let (entry, node, mut st) = loop {
             // Acquire: the pieces read below are at least as new as this count.
             let moves = alloc.moves.load(Acquire);
-            let table = TableMemory::new(entries, &alloc.gpu.uuid, |i| {
-                let off = offset + u64::from(i) * P2P_PAGE_SIZE;
+            // Everything a pin needs, allocated (or reused) before any lock below is taken.
+            let (block, spare) = quarantine::reuse_pin();
+            let table = TableMemory::new(block, entries, &alloc.gpu.uuid, |i| {
+                let off = req.offset + u64::from(i) * P2P_PAGE_SIZE;
                 alloc.fb_offset_at(off).map(|fb| phys + fb)
             })?;
-            let owner = alloc.clone();
-            let pin = Arc::pin_init(
-                try_pin_init!(P2pPin {
-                    table,
-                    alloc: owner,
-                    offset,
-                    len,
-                    va,
-                    persistent,
-                    callback,
-                    data: data as usize,
-                    state: Atomic::new(PinState::Live as u32),
-                    revoker: Atomic::new(0),
-                    done <- Completion::new(),
-                    dma <- kernel::new_mutex!(KVec::new(), "P2pPin::dma"),
-                }),
-                GFP_KERNEL,
-            )?;
-            // The registry's node, allocated before any lock is taken.
-            let node = registry_node()?;
+            let (mut pin, node) = match spare {
+                Some(s) => (s.pin, s.node),
+                None => (
+                    UniqueArc::pin_init(P2pPin::empty(), GFP_KERNEL)?,
+                    Node::new(GFP_KERNEL)?,
+                ),
+            };
+            pin.as_mut()
+                .fill(table, req, alloc.piece_range(req.offset, req.len));
+            let entry = PinEntry {
+                pin: pin.into(),
+                alloc: alloc.clone(),
+            };
             sw.lap(Phase::Table);
             let st = alloc.state.lock();
             // Compaction moves pieces only under this lock and only while nothing is pinned: if
             // none moved while the table was built, its addresses hold until the pin is counted.
             if alloc.moves.load(Acquire) == moves {
-                break (pin, node, st);
+                break (entry, node, st);
             }
+            drop(st);
+            entry.recycle(Some(node));
         };
-        let key = pin.table.key();
+        let key = entry.table.key();
         // A concurrent release either finds `released` set first and refuses us, or waits for
         // this lock and then sees (and revokes) a pin its consumer already holds.
         if st.released || alloc.backing.mem.is_gone() {
@@ -334,33 +450,34 @@ impl P2pPin {
         // The peer may write the memory from now on: scrub it when it goes back.
         st.touched = true;
         // A persistent pin holds nvrs itself; taken first so that nothing fails once published.
-        if persistent && !crate::helpers::module_get() {
+        if req.persistent && !crate::helpers::module_get() {
             // nvrs is being unloaded.
             return Err(ENODEV);
         }
         let undo_module = |()| {
-            if persistent {
+            if req.persistent {
                 crate::helpers::module_put();
             }
         };
-        if let Err(e) = pin.count_chunks(true) {
+        if let Err(e) = entry.count_chunks(true) {
             undo_module(());
             return Err(e);
         }
         sw.lap(Phase::PmmPin);
         let mut reg = PINS.lock();
-        let res = match reg.pins.as_mut() {
-            // A live table's address is unique.
+        let refused = match reg.pins.as_mut() {
+            // A live table's address is unique. The registry takes `entry`; the caller's
+            // reference to the allocation keeps `st` valid.
             Some(tree) if tree.get(&key).is_none() => {
-                tree.insert(node.into_node(key, pin.clone()));
-                Ok(())
+                tree.insert(node.into_node(key, entry));
+                None
             }
-            Some(_) => Err(EEXIST),
-            None => Err(ENODEV),
+            Some(_) => Some((EEXIST, entry)),
+            None => Some((ENODEV, entry)),
         };
         drop(reg);
-        if let Err(e) = res {
-            let _ = pin.count_chunks(false);
+        if let Some((e, entry)) = refused {
+            let _ = entry.count_chunks(false);
             undo_module(());
             return Err(e);
         }
@@ -372,13 +489,9 @@ impl P2pPin {
 
     /// Adds (or drops) one P2P pin on every chunk the pin covers.
     fn count_chunks(&self, add: bool) -> Result {
+        let pieces = self.alloc.pieces_at(self.pieces.clone());
         let mut pmm = self.alloc.backing.mem.pmm.lock();
-        for (done, p) in self
-            .alloc
-            .pieces_in(self.offset, self.len)
-            .iter()
-            .enumerate()
-        {
+        for (done, p) in pieces.iter().enumerate() {
             let r = if add {
                 pmm.p2p_pin(p.id())
             } else {
@@ -387,12 +500,7 @@ impl P2pPin {
             if let Err(e) = r {
                 if add {
                     // Undo the pins taken so far.
-                    for q in self
-                        .alloc
-                        .pieces_in(self.offset, self.len)
-                        .iter()
-                        .take(done)
-                    {
+                    for q in pieces.iter().take(done) {
                         let _ = pmm.p2p_unpin(q.id());
                     }
                 }
@@ -402,38 +510,18 @@ impl P2pPin {
         Ok(())
     }
 
-    /// Moves the pin out of `Live` into `to`; false if someone else got there first.
-    fn claim(&self, to: PinState) -> bool {
-        self.state
-            .cmpxchg(PinState::Live as u32, to as u32, Full)
-            .is_ok()
-    }
-
     /// Tears down what the pin holds: DMA mappings, the registry entry, the chunk pins, the
-    /// allocation's record of it. Then the pin is dead.
-    fn finish(&self, sw: &mut Stopwatch) {
-        let maps = core::mem::take(&mut *self.dma.lock());
-        drop(maps);
-        let unused = {
-            let mut reg = PINS.lock();
-            let node = reg
-                .pins
-                .as_mut()
-                .and_then(|t| t.remove_node(&self.table.key()))
-                // Drops the registry's reference to the pin: never the last one (the caller
-                // holds another), so nothing is freed under the lock.
-                .map(|n| n.into_reservation());
-            // The node becomes the spare if there is none.
-            match node {
-                Some(n) if reg.spare.is_none() => {
-                    reg.spare = Some(n);
-                    None
-                }
-                n => n,
-            }
-        };
-        // Freed outside the lock.
-        drop(unused);
+    /// allocation's record of it. Then the pin is dead. Returns the registry node.
+    fn finish(&self, sw: &mut Stopwatch) -> Option<Node> {
+        drop(self.take_mappings());
+        let node = PINS
+            .lock()
+            .pins
+            .as_mut()
+            .and_then(|t| t.remove_node(&self.table.key()))
+            // Drops the registry's references to the pin and the allocation: never the last
+            // ones (the caller holds others), so nothing is freed under the lock.
+            .map(|n| n.into_reservation());
         sw.lap(Phase::Teardown);
         if let Err(e) = self.count_chunks(false) {
             pr_err!("dropping P2P pins: {e:?}\n");
@@ -442,30 +530,45 @@ impl P2pPin {
         // Forget the pin before waking waiters, so a revocation woken here does not find it
         // again; drop the module reference last.
         self.alloc.pin_gone();
-        self.state.store(PinState::Dead as u32, Release);
-        self.done.complete_all();
+        self.die();
         if self.persistent {
             crate::helpers::module_put();
         }
+        node
+    }
+
+    /// Drops this reference to an ended pin. If it was the last one, the pin object and `node`
+    /// are kept for the next pin and the table goes to the quarantine; otherwise the other
+    /// holder's drop frees them.
+    fn recycle(self, node: Option<Node>) {
+        let PinEntry { pin, alloc } = self;
+        drop(alloc);
+        let (Some(mut pin), Some(node)) = (Arc::into_unique_or_drop(pin), node) else {
+            return;
+        };
+        let (block, rest) = pin.as_mut().project().table.take_block();
+        quarantine::park_pin(block, Spare { pin, node });
+        drop(rest);
     }
 
     /// Ends the pin at its consumer's request (`put_pages`). If a revocation is in flight, waits
     /// for it to finish instead.
-    pub(crate) fn put(&self, sw: &mut Stopwatch) {
+    pub(crate) fn put(self, sw: &mut Stopwatch) {
         if self.claim(PinState::Putting) {
-            self.finish(sw);
+            let node = self.finish(sw);
+            self.recycle(node);
         } else {
-            self.done.wait_for_completion();
+            self.wait_dead();
         }
     }
 
     /// Revokes the pin: calls the consumer's free callback (with no nvrs lock held), then tears
     /// everything down. Persistent pins are never revoked by a free.
-    pub(crate) fn revoke(&self) {
+    pub(crate) fn revoke(self) {
         if !self.claim(PinState::Revoking) {
             // Being put concurrently: wait until that is over, so the memory is unpinned when
             // the caller goes on.
-            self.done.wait_for_completion();
+            self.wait_dead();
             return;
         }
         self.revoker
@@ -478,27 +581,7 @@ impl P2pPin {
             unsafe { cb(self.data as *mut c_void) };
         }
         self.revoker.store(0, Relaxed);
-        self.finish(&mut Stopwatch::off());
-    }
-
-    /// Unmaps every DMA mapping of the pin (its GPU is going away).
-    pub(crate) fn unmap_all(&self) {
-        let maps = core::mem::take(&mut *self.dma.lock());
-        drop(maps);
-    }
-
-    /// Waits until the pin is dead (put or revoked by someone else).
-    fn wait_dead(&self) {
-        self.done.wait_for_completion();
-    }
-
-    /// Whether the calling thread is running this pin's free callback.
-    pub(crate) fn is_revoking_thread(&self) -> bool {
-        self.revoker.load(Relaxed) == kernel::task::Task::current_raw() as usize
-    }
-
-    /// Current state.
-    pub(crate) fn state(&self) -> PinState {
-        PinState::from_u32(self.state.load(Acquire))
+        let node = self.finish(&mut Stopwatch::off());
+        self.recycle(node);
     }
 }

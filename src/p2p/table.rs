@@ -81,7 +81,7 @@ struct Spilled {
 
 /// The memory of one page table.
 pub(crate) struct TableMemory {
-    /// Always `Some` until dropped.
+    /// `Some` while the table is a pin's.
     block: Option<KBox<TableBlock>>,
     /// The pages, if they do not fit in the block.
     spilled: Option<Spilled>,
@@ -94,8 +94,16 @@ unsafe impl Send for TableMemory {}
 unsafe impl Sync for TableMemory {}
 
 impl TableMemory {
-    /// Builds a table of `entries` 64 KiB pages whose physical addresses `phys(i)` gives.
+    /// No table: what a pin kept for reuse holds ([`TableMemory::take_block`]).
+    pub(crate) const NONE: TableMemory = TableMemory {
+        block: None,
+        spilled: None,
+    };
+
+    /// Builds a table of `entries` 64 KiB pages whose physical addresses `phys(i)` gives, in
+    /// `block` (one the quarantine gave back for reuse) or in a new block.
     pub(crate) fn new(
+        block: Option<KBox<TableBlock>>,
         entries: u32,
         uuid: &[u8; abi::GPU_UUID_LEN],
         phys: impl Fn(u32) -> Option<u64>,
@@ -121,7 +129,7 @@ impl TableMemory {
         } else {
             None
         };
-        let mut block = match quarantine::reuse_table() {
+        let mut block = match block {
             Some(b) => b,
             None => KBox::new(TableBlock::EMPTY, GFP_KERNEL)?,
         };
@@ -151,6 +159,15 @@ impl TableMemory {
             block: Some(block),
             spilled,
         })
+    }
+
+    /// Gives up the table, leaving [`TableMemory::NONE`]: returns its block, for
+    /// [`quarantine::park_pin`], and the rest (the pages of a large table), to be dropped only
+    /// after the block is parked, so that a stale reader of the block never finds freed pages
+    /// (the order `Drop` keeps too).
+    pub(crate) fn take_block(&mut self) -> (Option<KBox<TableBlock>>, TableMemory) {
+        let mut rest = core::mem::replace(self, Self::NONE);
+        (rest.block.take(), rest)
     }
 
     /// The table's address: what the consumer holds, and the pin's key.

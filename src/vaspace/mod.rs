@@ -50,7 +50,7 @@ pub(crate) mod cpu_map;
 pub(crate) mod layout;
 pub(crate) mod range;
 
-use core::ffi::c_void;
+use core::{ffi::c_void, ops::Range};
 
 use kernel::{
     new_mutex,
@@ -298,13 +298,20 @@ impl Allocation {
         Some(p.fb_offset() + within)
     }
 
-    /// The pieces that back `[off, off + len)` of the allocation.
-    pub(crate) fn pieces_in(&self, off: u64, len: u64) -> &[Piece] {
+    /// The indexes of the pieces that back `[off, off + len)` of the allocation (empty if the
+    /// range is empty or outside). They never change: compaction moves what a piece holds,
+    /// not which piece holds an offset.
+    pub(crate) fn piece_range(&self, off: u64, len: u64) -> Range<usize> {
         let r = self.backing.layout.pieces_in(off, len);
-        let (Ok(s), Ok(e)) = (usize::try_from(r.start), usize::try_from(r.end)) else {
-            return &[];
-        };
-        self.backing.pieces.get(s..e).unwrap_or(&[])
+        match (usize::try_from(r.start), usize::try_from(r.end)) {
+            (Ok(s), Ok(e)) => s..e,
+            _ => 0..0,
+        }
+    }
+
+    /// The pieces at the indexes `r` (empty if outside).
+    pub(crate) fn pieces_at(&self, r: Range<usize>) -> &[Piece] {
+        self.backing.pieces.get(r).unwrap_or(&[])
     }
 
     /// Releases the allocation: removes its user CPU mappings (later accesses fault), revokes

@@ -74,6 +74,13 @@ tool "free while pinned fires the callback once and tears the mapping down" \
 	alloc A 0 2M \; ctl pin 1 @A 0x100000 \; ctl map 1 \; free A \; ctl status 1 \; \
 	ctl unmap 1 \; ctl put 1
 check "callback fired exactly once" grep -q "slot 1 pinned 0 mapped 1 persistent 0 callbacks 1" /tmp/tool.out
+# An ended pin's object is kept and reused by the next pin: the new pin must
+# call its own callback with its own data, and the old one none.
+tool "a pin reusing an ended pin's object is revoked through its own callback" \
+	alloc A 0 2M \; ctl pin 8 @A 0x10000 \; ctl put 8 \; ctl pin 9 @A 0x10000 \; \
+	free A \; ctl status 8 \; ctl status 9 \; ctl put 9
+check "  the ended pin's callback did not fire" grep -q "slot 8 pinned 0 mapped 0 persistent 0 callbacks 0" /tmp/tool.out
+check "  the new pin's callback fired once" grep -q "slot 9 pinned 0 mapped 0 persistent 0 callbacks 1" /tmp/tool.out
 tool "process exit revokes its pins" alloc A 0 2M \; ctl pin 2 @A 0x10000
 tool "the exit's callback fired" ctl status 2
 check "callbacks 1 after exit" grep -qE "callbacks 1$" /tmp/tool.out
