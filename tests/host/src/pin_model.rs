@@ -5,10 +5,14 @@
 //! The model follows `src/p2p/pin.rs` and `src/vaspace/mod.rs` step by step, with `loom`'s
 //! mutexes, condition variables and atomics in place of the kernel's:
 //!
-//! * a pin's life-cycle state (`Live` → `Revoking` | `Putting` → `Dead`), claimed under its
-//!   lock by whoever moves it out of `Live` (`P2pPin::claim`), the others waiting for `done`;
+//! * a pin's life-cycle state (`Live` → `Revoking` | `Putting` → `Dead`), an atomic claimed by
+//!   compare-and-exchange by whoever moves it out of `Live` (`P2pPin::claim`); the others wait
+//!   until it is `Dead` (`P2pPin::wait_dead`: count themselves in `waiters`, then sleep on `done`
+//!   under the pin's `dma` lock);
 //! * `finish`: the pin leaves the registry, drops its chunk pins, tells its allocation
-//!   (`pin_gone`, which may return the memory), becomes `Dead` and completes `done`;
+//!   (`pin_gone`, which may return the memory) and dies (`P2pPin::die`: `Dead` with a full
+//!   barrier, then, only if `waiters` is not zero, the `dma` lock taken and released and `done`
+//!   notified);
 //! * `release` (FREE, process exit): mark released, revoke the non-persistent pins one at a
 //!   time through the registry, return the memory when no pin is left (`give_back_if_unused`);
 //! * GPU removal (`drain_gpu`): revoke live non-persistent pins, wait for pins being revoked or
@@ -23,9 +27,10 @@
 //! Checked in every interleaving: the callback runs at most once and never after the
 //! consumer's put returned; a pin ends exactly once (by its put or by revocation); the memory
 //! returns exactly once, and only when no chunk is pinned and no pin is registered; nothing
-//! deadlocks (`loom` fails on a deadlock); at the end every pin is dead and the memory is back.
+//! deadlocks and no wake-up is lost (`loom` fails on a thread that sleeps for ever); at the end
+//! every pin is dead and the memory is back.
 
-use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use loom::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering::SeqCst};
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 
@@ -39,9 +44,12 @@ enum PinState {
 
 struct Pin {
     persistent: bool,
-    state: Mutex<PinState>,
-    done: Mutex<bool>,
-    done_cv: Condvar,
+    /// A `PinState` as `usize`.
+    state: AtomicUsize,
+    waiters: AtomicUsize,
+    /// The pin's `dma` lock (its mappings are abstracted away).
+    dma: Mutex<()>,
+    done: Condvar,
     callbacks: AtomicUsize,
     ended: AtomicUsize,
     put_returned: AtomicBool,
@@ -66,29 +74,50 @@ impl Pin {
     fn new(persistent: bool) -> Arc<Self> {
         Arc::new(Pin {
             persistent,
-            state: Mutex::new(PinState::Live),
-            done: Mutex::new(false),
-            done_cv: Condvar::new(),
+            state: AtomicUsize::new(PinState::Live as usize),
+            waiters: AtomicUsize::new(0),
+            dma: Mutex::new(()),
+            done: Condvar::new(),
             callbacks: AtomicUsize::new(0),
             ended: AtomicUsize::new(0),
             put_returned: AtomicBool::new(false),
         })
     }
 
-    fn claim(&self, to: PinState) -> bool {
-        let mut s = self.state.lock().unwrap();
-        if *s == PinState::Live {
-            *s = to;
-            true
-        } else {
-            false
+    fn state(&self) -> PinState {
+        match self.state.load(SeqCst) {
+            0 => PinState::Live,
+            1 => PinState::Revoking,
+            2 => PinState::Putting,
+            _ => PinState::Dead,
         }
     }
 
+    fn claim(&self, to: PinState) -> bool {
+        self.state
+            .compare_exchange(PinState::Live as usize, to as usize, SeqCst, SeqCst)
+            .is_ok()
+    }
+
     fn wait_dead(&self) {
-        let mut d = self.done.lock().unwrap();
-        while !*d {
-            d = self.done_cv.wait(d).unwrap();
+        self.waiters.fetch_add(1, SeqCst);
+        // The kernel's fully ordered read-modify-writes (`Full`) are full barriers; `loom`
+        // gives `SeqCst` accesses no total order (tokio-rs/loom#180), but models the fence.
+        fence(SeqCst);
+        let mut g = self.dma.lock().unwrap();
+        while self.state() != PinState::Dead {
+            g = self.done.wait(g).unwrap();
+        }
+        drop(g);
+        self.waiters.fetch_sub(1, SeqCst);
+    }
+
+    fn die(&self) {
+        self.state.swap(PinState::Dead as usize, SeqCst);
+        fence(SeqCst);
+        if self.waiters.load(SeqCst) != 0 {
+            drop(self.dma.lock().unwrap());
+            self.done.notify_all();
         }
     }
 }
@@ -104,9 +133,7 @@ impl World {
         // pin_gone
         self.alloc.state.lock().unwrap().1 -= 1;
         self.give_back_if_unused();
-        *pin.state.lock().unwrap() = PinState::Dead;
-        *pin.done.lock().unwrap() = true;
-        pin.done_cv.notify_all();
+        pin.die();
     }
 
     fn put(&self, pin: &Arc<Pin>) {
@@ -190,11 +217,10 @@ impl World {
                 .lock()
                 .unwrap()
                 .iter()
-                .find(|p| !(p.persistent && *p.state.lock().unwrap() == PinState::Live))
+                .find(|p| !(p.persistent && p.state() == PinState::Live))
                 .cloned();
             let Some(p) = next else { break };
-            let s = *p.state.lock().unwrap();
-            match s {
+            match p.state() {
                 PinState::Live => self.revoke(&p),
                 _ => p.wait_dead(),
             }
@@ -239,7 +265,7 @@ fn pin_put_free_unbind_race() {
         consumer.join().unwrap();
         owner.join().unwrap();
         for p in [&a, &b] {
-            assert_eq!(*p.state.lock().unwrap(), PinState::Dead);
+            assert_eq!(p.state(), PinState::Dead);
             assert_eq!(p.ended.load(SeqCst), 1);
         }
         assert!(
