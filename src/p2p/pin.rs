@@ -11,9 +11,9 @@
 //!
 //! # Ending a pin
 //!
-//! A pin ends exactly once, either by its consumer ([`P2pPin::put`]: `put_pages`) or by
-//! revocation ([`P2pPin::revoke`]: the allocation was freed, the process exited, or the GPU went
-//! away). [`PinState`] arbitrates: whoever moves it out of `Live` does the work. A `put` that
+//! A pin ends exactly once, either by its consumer ([`PinEntry::put`]: `put_pages`) or by
+//! revocation ([`PinEntry::revoke`]: the allocation was freed, the process exited, or the GPU
+//! went away). [`PinState`] arbitrates: whoever moves it out of `Live` does the work. A `put` that
 //! finds a revocation in flight waits for it to finish and returns 0, as NVIDIA's driver does.
 //! Revocation calls the consumer's free callback with no nvrs lock held, then tears down the DMA
 //! mappings and frees the table. So a consumer must not hold a lock its callback takes while it
@@ -22,10 +22,10 @@
 //!
 //! # Reuse
 //!
-//! A pin holds no memory of its own beyond its table: the registry binds it to the allocation
-//! it pins ([`PinEntry`]). So when the last reference to an ended pin goes, the pin object and
-//! its registry node are kept as a [`Spare`] for the next pin (the table block goes to the
-//! quarantine), and pinning does not allocate once a few pins have ended.
+//! A pin object holds no reference to the memory it pins: the registry binds it to its
+//! allocation ([`PinEntry`]). So when the last reference to an ended pin goes, the pin object
+//! and its registry node are kept as a [`Spare`] for the next pin (its table block goes to the
+//! quarantine), and a 64 KiB pin allocates nothing once a few pins have ended.
 
 use core::{ffi::c_void, ops::Range};
 
