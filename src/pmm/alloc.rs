@@ -32,6 +32,45 @@ impl<S: Storage> Pmm<S> {
         out: &mut [ChunkId],
     ) -> Result<(), PmmError> {
         let level = self.level_of(size).ok_or(PmmError::BadSize)?;
+        let kernel = ty == MemType::Kernel;
+        if let [slot] = out {
+            // One chunk, the common allocation, is answered here, outside the general path and
+            // its larger frame: below the root size from its size's preferred list (a chunk on
+            // a list is in a touched root, so nothing is split or touched), and a root request
+            // at once when no root is free (memory fragmented).
+            let top = self.top();
+            if level < top {
+                if let Some(id) = self.first_free(list_index(kernel, level, flags.prefer_zeroed)) {
+                    return match self.claim(id, kernel) {
+                        Ok(id) => {
+                            *slot = id;
+                            Ok(())
+                        }
+                        Err(e) => Err(self.failed(e)),
+                    };
+                }
+            } else if self.free_roots() == 0 {
+                return Err(self.failed(PmmError::NoSpace));
+            }
+        }
+        self.alloc_general(level, ty, flags, out)
+    }
+
+    /// Counts a failed allocation; returns its error.
+    fn failed(&mut self, e: PmmError) -> PmmError {
+        self.alloc_failures = self.alloc_failures.saturating_add(1);
+        e
+    }
+
+    /// [`Pmm::alloc`] of any number of chunks of `level`, splitting as needed.
+    #[inline(never)]
+    fn alloc_general(
+        &mut self,
+        level: u8,
+        ty: MemType,
+        flags: AllocFlags,
+        out: &mut [ChunkId],
+    ) -> Result<(), PmmError> {
         for i in 0..out.len() {
             match self.alloc_one(level, ty, flags) {
                 Ok(id) => {
@@ -40,7 +79,7 @@ impl<S: Storage> Pmm<S> {
                     }
                 }
                 Err(e) => {
-                    self.alloc_failures = self.alloc_failures.saturating_add(1);
+                    let e = self.failed(e);
                     for &id in out.get(..i).unwrap_or(&[]).iter().rev() {
                         let zeroed = self.node(id)?.has(ZEROED);
                         self.release(id, zeroed)?;
@@ -61,19 +100,7 @@ impl<S: Storage> Pmm<S> {
     ) -> Result<ChunkId, PmmError> {
         let kernel = ty == MemType::Kernel;
         let top = self.top();
-        let order = [flags.prefer_zeroed, !flags.prefer_zeroed];
-        let mut found = None;
-        'search: for l in level..=top {
-            for &z in order.iter() {
-                let untouched = || (l == top && !z).then(|| self.first_untouched()).flatten();
-                let first = self.first_free(list_index(kernel && l != top, l, z));
-                if let Some(id) = first.or_else(untouched) {
-                    found = Some((id, l));
-                    break 'search;
-                }
-            }
-        }
-        let (mut id, from) = found.ok_or(PmmError::NoSpace)?;
+        let (mut id, from) = self.search(level, kernel, flags).ok_or(PmmError::NoSpace)?;
         self.touch(id.root())?;
         if from > level {
             self.reserve(id, self.slots_for(from, level).ok_or(PmmError::Corrupt)?)?;
@@ -86,6 +113,23 @@ impl<S: Storage> Pmm<S> {
             id = self.split_node(id)?;
         }
         self.claim(id, kernel)
+    }
+
+    /// The free chunk an allocation of `level` takes or splits, and its level: the first chunk
+    /// of the smallest non-empty list of `level` or larger, each size's preferred list (zeroed
+    /// or dirty) first, and an untouched root after the dirty roots' list.
+    fn search(&self, level: u8, kernel: bool, flags: AllocFlags) -> Option<(ChunkId, u8)> {
+        let top = self.top();
+        for l in level..=top {
+            for z in [flags.prefer_zeroed, !flags.prefer_zeroed] {
+                let untouched = || (l == top && !z).then(|| self.first_untouched()).flatten();
+                let first = self.first_free(list_index(kernel && l != top, l, z));
+                if let Some(id) = first.or_else(untouched) {
+                    return Some((id, l));
+                }
+            }
+        }
+        None
     }
 
     /// Takes a free chunk off its list and hands it out: owned at once for the kernel,

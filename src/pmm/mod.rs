@@ -260,6 +260,15 @@ impl<S: Storage> Pmm<S> {
         u64::from(self.total).saturating_sub(u64::try_from(self.roots.len()).unwrap_or(u64::MAX))
     }
 
+    /// Number of free roots: on the root lists, or untouched.
+    fn free_roots(&self) -> u64 {
+        let top = self.top();
+        [false, true]
+            .iter()
+            .filter_map(|&z| self.lists.get(freelist::list_index(false, top, z)))
+            .fold(self.untouched_count(), |n, l| n.saturating_add(l.len))
+    }
+
     /// Bytes managed.
     pub(crate) fn total_bytes(&self) -> u64 {
         u64::from(self.total).saturating_mul(ROOT_CHUNK_SIZE)
