@@ -134,7 +134,7 @@ impl<S: Storage> Pmm<S> {
 
     /// Takes a free chunk off its list and hands it out: owned at once for the kernel,
     /// temp-pinned for a user.
-    #[inline]
+    #[inline(always)]
     fn claim(&mut self, id: ChunkId, kernel: bool) -> Result<ChunkId, PmmError> {
         let event = if kernel {
             Event::ClaimOwned

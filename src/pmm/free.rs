@@ -63,6 +63,7 @@ impl<S: Storage> Pmm<S> {
     /// Returns an allocated or temp-pinned chunk to the front of its free list and merges
     /// upwards; one root lookup unless the list's first chunk or a merge is in another root.
     /// A chunk with P2P pins is only marked revoking (see the module documentation).
+    #[inline(always)]
     pub(super) fn release(&mut self, id: ChunkId, zeroed: bool) -> Result<FreeOutcome, PmmError> {
         let top = self.top();
         let mut slots = Self::slots_in(&mut self.roots, id.root())?;

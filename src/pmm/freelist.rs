@@ -83,6 +83,7 @@ impl<S: Storage> Pmm<S> {
     /// Takes a free chunk off its list and, with `event`, moves it out of [`State::Free`] as
     /// [`Pmm::apply`] would (the allocation fast path): one root lookup for the first chunk of
     /// a list. Nothing changes if `event` is illegal.
+    #[inline(always)]
     pub(super) fn take_free(&mut self, id: ChunkId, event: Option<Event>) -> Result<(), PmmError> {
         let top = self.top();
         let mut slots = Self::slots_in(&mut self.roots, id.root())?;

@@ -398,6 +398,7 @@ impl<S: Storage> Pmm<S> {
 
     /// The metadata of a live chunk in `roots`, mutably: borrows the roots alone, so the free
     /// lists can be updated alongside.
+    #[inline(always)]
     fn node_in(roots: &mut [Root<S>], id: ChunkId) -> Result<&mut Node, PmmError> {
         Self::slots_in(roots, id.root())?.into_node(id.sub())
     }
