@@ -175,7 +175,12 @@ impl InPlaceModule for NvrsModule {
             _driver <- Registration::new(MODULE_NAME, module),
             _topology <- root.read_callback_file(c"topology", (), &render_topology),
             _p2p <- root.read_callback_file(c"p2p", (), &render_p2p),
-            _bench <- root.read_callback_file(c"bench_pmm", (), &render_bench),
+            _bench <- root.read_write_callback_file(
+                c"bench_pmm",
+                (),
+                &render_bench,
+                &write_bench
+            ),
             _p2p_profile <- root.read_write_callback_file(
                 c"p2p_profile",
                 (),
@@ -231,6 +236,16 @@ fn render_bench(_: &(), f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f,
         "the benchmark is not built in: make NVRS_BENCH=1 (make bench does)"
     )
+}
+
+fn write_bench(_: &(), reader: &mut kernel::uaccess::UserSliceReader) -> Result {
+    #[cfg(nvrs_bench)]
+    return bench::write(reader);
+    #[cfg(not(nvrs_bench))]
+    {
+        let _ = reader;
+        Err(ENODEV)
+    }
 }
 
 fn render_p2p(_: &(), f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {

@@ -119,9 +119,12 @@ meta "rustfmt --check of the module and the host crate" \
 	'rustfmt --config-path "$KSRC/.rustfmt.toml" --edition 2021 --check "$ROOT/src/nvrs.rs" "$ROOT/tests/host/src/lib.rs" "$ROOT/tests/host/examples/pmm_bench.rs" "$ROOT/tests/host/build.rs"'
 for f in rust/helpers.c rust/helpers.h rust/bench_buddy.c include/nvrs.h \
 	include/nvrs_emu_identity.h include/uapi/nvrs.h rust/dmabuf.c \
-	tests/consumer/consumer.c tests/consumer/consumer.h tests/consumer/dmabuf.c; do
+	tests/consumer/consumer.c tests/consumer/consumer.h tests/consumer/dmabuf.c \
+	tests/vm/tcg_profile/tb_count.c tests/vm/tcg_profile/qemu_plugin_api.h; do
 	meta "checkpatch $f" 'perl "$KSRC/scripts/checkpatch.pl" --no-tree --quiet -f "$ROOT/$f" >/dev/null'
 done
+meta "the QEMU profiling plugin builds (tests/tcg-profile.sh)" \
+	'gcc -Wall -Werror -O2 -shared -fPIC -o "$OUT/tb_count.so" "$TESTS/vm/tcg_profile/tb_count.c"'
 # The exported functions are defined in Rust, so EXPORT_SYMBOL_GPL cannot follow them.
 meta "checkpatch src/exports.c" \
 	'perl "$KSRC/scripts/checkpatch.pl" --no-tree --quiet --ignore EXPORT_SYMBOL -f "$ROOT/src/exports.c" >/dev/null'

@@ -3,7 +3,9 @@
 //! In-kernel benchmark of the memory manager against the kernel's `gpu_buddy`.
 //!
 //! Reading `debugfs/nvrs/bench_pmm` runs the [`traces`] on a fresh nvrs manager and on a fresh
-//! `gpu_buddy` (through `rust/bench_buddy.c`) and returns one `bench:` line per trace. It is a
+//! `gpu_buddy` (through `rust/bench_buddy.c`) and returns one `bench:` line per trace. Writing
+//! a trace's name (one of [`traces::TRACES`]) makes later reads run only that trace, for a
+//! profile (`tests/tcg-profile.sh`); writing `all` runs them all again. It is a
 //! benchmark for `make bench`, not a test: it asserts nothing. It manages metadata only (no
 //! GPU memory is touched), takes seconds under emulation, and is root-only like all of debugfs.
 
@@ -14,7 +16,13 @@ use core::{
     fmt, //
 };
 
-use kernel::prelude::*;
+use kernel::{
+    prelude::*,
+    sync::atomic::{
+        Atomic,
+        Relaxed, //
+    },
+};
 
 use crate::{hwref::PMM_CHUNKS_DEFAULT, kstorage::KernelStorage, pmm::Pmm};
 
@@ -102,8 +110,30 @@ impl Drop for BuddyAlloc {
 /// nvrs's manager under measurement (its `BenchAlloc` is in [`traces`], shared with the host).
 type NvrsAlloc = Pmm<KernelStorage>;
 
-/// Renders `debugfs/nvrs/bench_pmm`, running every trace of [`traces::run_suite`].
+/// The trace reads of `bench_pmm` run: its index in [`traces::TRACES`] plus one, 0 for all.
+static ONLY: Atomic<usize> = Atomic::new(0);
+
+/// Selects the trace later reads run (a write to `bench_pmm`): a name of [`traces::TRACES`],
+/// or `all`.
+pub(crate) fn write(reader: &mut kernel::uaccess::UserSliceReader) -> Result {
+    let mut buf = [0u8; 32];
+    let name = crate::helpers::written_text(reader, &mut buf)?;
+    let only = match traces::TRACES.iter().position(|&t| t == name) {
+        Some(i) => i + 1,
+        None if name == "all" => 0,
+        None => return Err(EINVAL),
+    };
+    ONLY.store(only, Relaxed);
+    Ok(())
+}
+
+/// Renders `debugfs/nvrs/bench_pmm`, running the traces of [`traces::run_suite`] (all, or the
+/// one selected by [`write`]).
 pub(crate) fn render(f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let only = ONLY
+        .load(Relaxed)
+        .checked_sub(1)
+        .and_then(|i| traces::TRACES.get(i).copied());
     let scale = traces::Scale {
         ops: 400_000,
         requests: 20_000,
@@ -111,6 +141,7 @@ pub(crate) fn render(f: &mut fmt::Formatter<'_>) -> fmt::Result {
     traces::run_suite::<KernelStorage, _, _, _, _>(
         &KernelClock,
         scale,
+        only,
         |bytes| NvrsAlloc::new(0, bytes, PMM_CHUNKS_DEFAULT).ok(),
         |bytes| BuddyAlloc::new(bytes).ok(),
         |trace, result| match result {

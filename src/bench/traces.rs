@@ -277,13 +277,23 @@ pub(crate) struct Scale {
 const GIB: u64 = 1 << 30;
 const POOL: u64 = 256 << 20;
 
-/// Runs every trace on a fresh nvrs allocator (`nvrs(bytes)`) and a fresh anchor
-/// (`anchor(bytes)`) and hands each result to `emit`: `None` if an allocator could not be
-/// built or a trace ran out of memory for its bookkeeping. The one list of traces, for the host
-/// and the kernel benchmarks alike.
+const UNIFORM: &str = "uniform_64k_1G";
+const MIXED: &str = "mixed_4k_64k_2m_1G";
+const FILL: &str = "fill_4k_free_random_256M";
+const CHECKERBOARD: &str = "checkerboard_then_2m_256M";
+const INIT: &str = "init_1T";
+
+/// The traces of [`run_suite`], by name, in the order it runs them.
+pub(crate) const TRACES: [&str; 5] = [UNIFORM, MIXED, FILL, CHECKERBOARD, INIT];
+
+/// Runs every trace (or only the one named `only`, one of [`TRACES`]) on a fresh nvrs
+/// allocator (`nvrs(bytes)`) and a fresh anchor (`anchor(bytes)`) and hands each result to
+/// `emit`: `None` if an allocator could not be built or a trace ran out of memory for its
+/// bookkeeping. The one list of traces, for the host and the kernel benchmarks alike.
 pub(crate) fn run_suite<S, C, N, B, E>(
     clock: &C,
     scale: Scale,
+    only: Option<&str>,
     nvrs: impl Fn(u64) -> Option<N>,
     anchor: impl Fn(u64) -> Option<B>,
     mut emit: impl FnMut(&str, Option<(Outcome, Outcome)>) -> Result<(), E>,
@@ -294,36 +304,40 @@ where
     N: BenchAlloc,
     B: BenchAlloc,
 {
+    let run = |name: &str| only.is_none_or(|o| o == name);
     // The same trace on both allocators (a macro: the two have different types).
     macro_rules! pair {
         ($name:expr, $bytes:expr, |$a:ident| $trace:expr) => {{
-            let n = nvrs($bytes).and_then(|mut $a| $trace.ok());
-            let b = anchor($bytes).and_then(|mut $a| $trace.ok());
-            emit($name, n.zip(b))?;
+            if run($name) {
+                let n = nvrs($bytes).and_then(|mut $a| $trace.ok());
+                let b = anchor($bytes).and_then(|mut $a| $trace.ok());
+                emit($name, n.zip(b))?;
+            }
         }};
     }
-    pair!("uniform_64k_1G", GIB, |a| churn::<_, S, _>(
+    pair!(UNIFORM, GIB, |a| churn::<_, S, _>(
         &mut a,
         clock,
         scale.ops,
         8192,
         uniform_64k
     ));
-    pair!("mixed_4k_64k_2m_1G", GIB, |a| churn::<_, S, _>(
+    pair!(MIXED, GIB, |a| churn::<_, S, _>(
         &mut a, clock, scale.ops, 4096, mixed
     ));
-    pair!("fill_4k_free_random_256M", POOL, |a| fill_free::<_, S, _>(
-        &mut a, clock, POOL
-    ));
-    pair!("checkerboard_then_2m_256M", POOL, |a| {
+    pair!(FILL, POOL, |a| fill_free::<_, S, _>(&mut a, clock, POOL));
+    pair!(CHECKERBOARD, POOL, |a| {
         checkerboard::<_, S, _>(&mut a, clock, POOL, scale.requests)
     });
     // Initialising a manager for 1 TiB (524288 roots); one operation is one initialisation (the
     // mean of INITS after a first, untimed one, which also pays for translating the code under
     // emulation).
+    if !run(INIT) {
+        return Ok(());
+    }
     let n = init(clock, || nvrs(1 << 40));
     let b = init(clock, || anchor(1 << 40));
-    emit("init_1T", n.zip(b))
+    emit(INIT, n.zip(b))
 }
 
 /// Initialisations timed by the `init_1T` line.

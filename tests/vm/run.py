@@ -133,6 +133,8 @@ def qemu_command(args, kernel, initrd, gpus):
            "-append", "console=ttyS0 panic=-1 oops=panic loglevel=7 "
                       + ("intel_iommu=on iommu.strict=1 " if iommu else "intel_iommu=off ")
                       + args.append]
+    if args.plugin:
+        cmd += ["-plugin", args.plugin]
     if iommu:
         cmd += ["-device", "intel-iommu,intremap=on,caching-mode=on"]
     endpoints = []
@@ -349,6 +351,7 @@ def main():
     ap.add_argument("--module", action="append", default=[], help="module to put in the initramfs")
     ap.add_argument("--scenario", action="append", default=[], help="tests/scenarios/NAME.sh to run")
     ap.add_argument("--bin", action="append", default=[], help="static program to put in /bin")
+    ap.add_argument("--plugin", help="a QEMU TCG plugin and its arguments (\"lib.so,arg=...\")")
     ap.add_argument("--gpu", action="append", default=[], help="emulated GPU CHIP[:MiB] (default GH100, GA100)")
     ap.add_argument("--nvlink", action="store_true", help="declare an NVLink pair between GPU 0 and 1")
     ap.add_argument("--bad-gpus", action="store_true",

@@ -135,6 +135,7 @@ fn main() {
     let _ = traces::run_suite::<StdStorage, _, _, _, ()>(
         &HostClock(Instant::now()),
         scale,
+        None,
         |bytes| Some(Nvrs::new(bytes)),
         KernelBuddy::new,
         |trace, result| {
