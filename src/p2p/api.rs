@@ -171,10 +171,10 @@ fn put(va: u64, table: *mut abi::PageTable, persistent: bool) -> Result {
     let Some(pin) = pin::lookup(table as usize) else {
         return not_found;
     };
-    if pin.va != va {
+    if pin.req.va != va {
         return not_found;
     }
-    if pin.persistent != persistent {
+    if pin.req.persistent != persistent {
         return Err(EINVAL);
     }
     if pin.state() == PinState::Revoking && pin.is_revoking_thread() {

@@ -91,6 +91,7 @@ impl PinState {
 }
 
 /// What a consumer asked to pin.
+#[derive(Clone, Copy)]
 pub(crate) struct PinRequest {
     /// VA the consumer pinned (checked again at put).
     pub(crate) va: u64,
@@ -105,25 +106,28 @@ pub(crate) struct PinRequest {
     pub(crate) data: *mut c_void,
 }
 
+impl PinRequest {
+    /// Nothing asked (a pin object kept for reuse).
+    const NONE: PinRequest = PinRequest {
+        va: 0,
+        offset: 0,
+        len: 0,
+        persistent: false,
+        callback: None,
+        data: core::ptr::null_mut(),
+    };
+}
+
 /// A pin. The allocation it pins is not here but beside it in its [`PinEntry`], so that an
 /// ended pin can be kept for reuse ([`Spare`]) without keeping its allocation alive.
 #[pin_data]
 pub(crate) struct P2pPin {
     /// The page table and its entries, as handed to the consumer.
     pub(crate) table: TableMemory,
-    /// Offset of the pinned range in the allocation.
-    pub(crate) offset: u64,
-    /// Length of the pinned range.
-    pub(crate) len: u64,
+    /// What the consumer asked.
+    pub(crate) req: PinRequest,
     /// The allocation's pieces that back the pinned range ([`Allocation::piece_range`]).
     pieces: Range<usize>,
-    /// VA the consumer pinned (checked again at put).
-    pub(crate) va: u64,
-    /// Pinned with `get_pages_persistent`: never revoked by a free.
-    pub(crate) persistent: bool,
-    /// The consumer's free callback and its argument (non-persistent pins).
-    callback: abi::FreeCallback,
-    data: usize,
     /// Life cycle ([`PinState`]); see the module documentation. Moves out of `Live` once, by
     /// compare-and-exchange.
     state: Atomic<u32>,
@@ -140,11 +144,11 @@ pub(crate) struct P2pPin {
     pub(crate) dma: Mutex<KVec<DmaMapping>>,
 }
 
-// SAFETY: `data` is the consumer's opaque cookie, only ever passed back to its callback, and the
-// callback is an `extern "C"` function pointer; both may be used from any thread. The other
+// SAFETY: `req.data` is the consumer's opaque cookie, only ever passed back to its callback, and
+// the callback is an `extern "C"` function pointer; both may be used from any thread. The other
 // fields are `Send + Sync`.
 unsafe impl Send for P2pPin {}
-// SAFETY: See above; shared access never mutates `callback` or `data`.
+// SAFETY: See above; shared access never mutates `req`.
 unsafe impl Sync for P2pPin {}
 
 /// A pin and the allocation it pins, as the registry holds them and lookups return them.
@@ -220,7 +224,7 @@ pub(crate) fn lookup(key: usize) -> Option<PinEntry> {
 pub(crate) fn next_revocable(alloc: &Allocation) -> Option<PinEntry> {
     PINS.lock()
         .all()
-        .find(|p| core::ptr::eq(&*p.alloc, alloc) && !p.persistent)
+        .find(|p| core::ptr::eq(&*p.alloc, alloc) && !p.req.persistent)
         .cloned()
 }
 
@@ -240,14 +244,14 @@ pub(crate) fn drain_gpu(mem: &crate::fb::FbMemory) {
             .all()
             .find(|p| {
                 core::ptr::eq(&*p.alloc.backing.mem, mem)
-                    && !(p.persistent && p.state() == PinState::Live && p.dma.lock().is_empty())
+                    && !(p.req.persistent && p.state() == PinState::Live && p.dma.lock().is_empty())
             })
             .cloned();
         let Some(pin) = next else {
             break;
         };
         match pin.state() {
-            PinState::Live if !pin.persistent => pin.revoke(),
+            PinState::Live if !pin.req.persistent => pin.revoke(),
             PinState::Live => pin.unmap_all(),
             PinState::Revoking | PinState::Putting | PinState::Dead => pin.wait_dead(),
         }
@@ -263,7 +267,7 @@ pub(crate) fn stats_on(mem: &crate::fb::FbMemory) -> (usize, u64, usize) {
         .filter(|p| core::ptr::eq(&*p.alloc.backing.mem, mem))
     {
         out.0 += 1;
-        out.1 += p.len;
+        out.1 += p.req.len;
         out.2 += p.dma.lock().len();
     }
     out
@@ -289,10 +293,10 @@ pub(crate) fn render(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
             f,
             "gpu {} va {:#x} len {:#x} entries {} {} pid {} state {:?} mappings {} runs {}",
             p.alloc.gpu.index,
-            p.va,
-            p.len,
+            p.req.va,
+            p.req.len,
             p.table.entries(),
-            if p.persistent {
+            if p.req.persistent {
                 "persistent"
             } else {
                 "callback"
@@ -311,13 +315,8 @@ impl P2pPin {
     fn empty() -> impl PinInit<Self> {
         pin_init!(P2pPin {
             table: TableMemory::NONE,
-            offset: 0,
-            len: 0,
+            req: PinRequest::NONE,
             pieces: 0..0,
-            va: 0,
-            persistent: false,
-            callback: None,
-            data: 0,
             state: Atomic::new(PinState::Dead as u32),
             revoker: Atomic::new(0),
             waiters: Atomic::new(0),
@@ -331,13 +330,8 @@ impl P2pPin {
     fn fill(self: Pin<&mut Self>, table: TableMemory, req: &PinRequest, pieces: Range<usize>) {
         let this = self.project();
         *this.table = table;
-        *this.offset = req.offset;
-        *this.len = req.len;
+        *this.req = *req;
         *this.pieces = pieces;
-        *this.va = req.va;
-        *this.persistent = req.persistent;
-        *this.callback = req.callback;
-        *this.data = req.data as usize;
         this.state.store(PinState::Live as u32, Relaxed);
     }
 
@@ -531,7 +525,7 @@ impl PinEntry {
         // again; drop the module reference last.
         self.alloc.pin_gone();
         self.die();
-        if self.persistent {
+        if self.req.persistent {
             crate::helpers::module_put();
         }
         node
@@ -573,12 +567,12 @@ impl PinEntry {
         }
         self.revoker
             .store(kernel::task::Task::current_raw() as usize, Relaxed);
-        if let Some(cb) = self.callback {
+        if let Some(cb) = self.req.callback {
             REVOKED.fetch_add(1, Relaxed);
             // SAFETY: The consumer registered `cb` with `data` in `nvidia_p2p_get_pages` and
             // promised they stay valid until the pin ends; it has not ended (we own the
             // revocation). No nvrs lock is held here.
-            unsafe { cb(self.data as *mut c_void) };
+            unsafe { cb(self.req.data) };
         }
         self.revoker.store(0, Relaxed);
         let node = self.finish(&mut Stopwatch::off());
