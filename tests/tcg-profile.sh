@@ -42,7 +42,7 @@ log=$OUT/tcg-profile-console.log
 gcc -Wall -O2 -shared -fPIC -o "$plugin" "$TESTS/vm/tcg_profile/tb_count.c" ||
 	die "cannot build the QEMU plugin"
 python3 "$TESTS/vm/run.py" "${VM_MODULES[@]}" --scenario "tcgprofile_$what" \
-	--append "nvrs_profile=$trace" --plugin "$plugin,out=$counts" --mem 3072 \
+	--append "nvrs_profile=$trace" --plugin "$plugin,out=$counts" --mem 3072 --mem-prealloc \
 	--gpu GH100:2048 --gpu GA100:2048 --timeout 900 --log "$log" >/dev/null ||
 	die "the profiled VM run failed (log: $log)"
 modules=()

@@ -135,6 +135,8 @@ def qemu_command(args, kernel, initrd, gpus):
                       + args.append]
     if args.plugin:
         cmd += ["-plugin", args.plugin]
+    if args.mem_prealloc:
+        cmd += ["-mem-prealloc"]
     if iommu:
         cmd += ["-device", "intel-iommu,intremap=on,caching-mode=on"]
     endpoints = []
@@ -361,6 +363,8 @@ def main():
                     help="emulated Intel IOMMU (default on): DMA through IOVAs, or bus addresses")
     ap.add_argument("--expect-suite", action="append", default=[], help="KUnit suite that must run")
     ap.add_argument("--mem", type=int, default=1024, help="guest MiB")
+    ap.add_argument("--mem-prealloc", action="store_true",
+                    help="back all guest RAM before boot (benchmarks: no host page faults on first touch)")
     ap.add_argument("--timeout", type=int, default=300, help="seconds before the VM counts as hung")
     ap.add_argument("--kvm", action="store_true", help="use KVM (hangs in nested VMs; real hosts only)")
     ap.add_argument("--append", default="", help="extra kernel command line")
