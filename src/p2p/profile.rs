@@ -24,7 +24,8 @@ use kernel::{
 pub(crate) enum Phase {
     /// `get_pages`: finding the allocation behind the VA.
     Lookup,
-    /// `get_pages`: the page table, the pin object and the registry node (every allocation).
+    /// `get_pages`: the page table, the pin object and the registry node (reused from the
+    /// quarantine ring, or allocated).
     Table,
     /// `get_pages`: the memory manager's pins on the chunks.
     PmmPin,

@@ -24,7 +24,7 @@ def module_symbols(ko, base):
     for line in out.splitlines():
         f = line.split()
         # "<value> <flags...> .text <size> <name>"
-        if len(f) >= 5 and ".text" in f and f[-3] == ".text":
+        if len(f) >= 5 and f[-3] == ".text":
             syms.append((base + int(f[0], 16), f[-1]))
     return syms
 
