@@ -7,6 +7,7 @@
  */
 
 #include <linux/gpu_buddy.h>
+#include <linux/sizes.h>
 #include <linux/slab.h>
 #include <linux/timekeeping.h>
 
@@ -52,6 +53,51 @@ void *nvrs_buddy_alloc(void *p, u64 size)
 void nvrs_buddy_free(void *mm, void *block)
 {
 	gpu_buddy_free_block(mm, block);
+}
+
+/* The block of @size at offset @start: gpu_buddy's range allocation. */
+void *nvrs_buddy_alloc_at(void *p, u64 start, u64 size)
+{
+	struct gpu_buddy *mm = p;
+	struct gpu_buddy_block *block;
+	LIST_HEAD(list);
+
+	if (gpu_buddy_alloc_blocks(mm, start, start + size, size, size, &list,
+				   GPU_BUDDY_RANGE_ALLOCATION))
+		return NULL;
+	block = list_first_entry(&list, struct gpu_buddy_block, link);
+	list_del(&block->link);
+	return block;
+}
+
+/*
+ * @size of adjacent memory in blocks of at least 2 MiB (gpu_buddy rounds a
+ * contiguous request up to a power of two, then tries harder with smaller
+ * blocks). The blocks stay linked to each other in a ring without a list
+ * head, so that the handle is the first block and nothing is allocated for
+ * it; nvrs_buddy_free_contiguous() puts a head back.
+ */
+void *nvrs_buddy_alloc_contiguous(void *p, u64 size)
+{
+	struct gpu_buddy *mm = p;
+	struct gpu_buddy_block *block;
+	LIST_HEAD(list);
+
+	if (gpu_buddy_alloc_blocks(mm, 0, mm->size, size, SZ_2M, &list,
+				   GPU_BUDDY_CONTIGUOUS_ALLOCATION))
+		return NULL;
+	block = list_first_entry(&list, struct gpu_buddy_block, link);
+	list_del(&list);
+	return block;
+}
+
+void nvrs_buddy_free_contiguous(void *mm, void *first)
+{
+	struct gpu_buddy_block *block = first;
+	struct list_head list;
+
+	list_add_tail(&list, &block->link);
+	gpu_buddy_free_list(mm, &list, 0);
 }
 
 u64 nvrs_buddy_largest_free(void *p)

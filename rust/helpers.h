@@ -113,6 +113,9 @@ void *nvrs_buddy_new(u64 size, u64 chunk);
 void nvrs_buddy_destroy(void *mm);
 void *nvrs_buddy_alloc(void *mm, u64 size);
 void nvrs_buddy_free(void *mm, void *block);
+void *nvrs_buddy_alloc_at(void *mm, u64 start, u64 size);
+void *nvrs_buddy_alloc_contiguous(void *mm, u64 size);
+void nvrs_buddy_free_contiguous(void *mm, void *block);
 u64 nvrs_buddy_largest_free(void *mm);
 u64 nvrs_buddy_metadata_bytes(void *mm);
 

@@ -9,6 +9,7 @@
 //! benchmark for `make bench`, not a test: it asserts nothing. It manages metadata only (no
 //! GPU memory is touched), takes seconds under emulation, and is root-only like all of debugfs.
 
+pub(crate) mod frag;
 pub(crate) mod traces;
 
 use core::{
@@ -28,8 +29,7 @@ use crate::{hwref::PMM_CHUNKS_DEFAULT, kstorage::KernelStorage, pmm::Pmm};
 
 use traces::{
     BenchAlloc,
-    Clock,
-    Line, //
+    Clock, //
 };
 
 extern "C" {
@@ -38,6 +38,9 @@ extern "C" {
     fn nvrs_buddy_destroy(mm: *mut c_void);
     fn nvrs_buddy_alloc(mm: *mut c_void, size: u64) -> *mut c_void;
     fn nvrs_buddy_free(mm: *mut c_void, block: *mut c_void);
+    fn nvrs_buddy_alloc_at(mm: *mut c_void, start: u64, size: u64) -> *mut c_void;
+    fn nvrs_buddy_alloc_contiguous(mm: *mut c_void, size: u64) -> *mut c_void;
+    fn nvrs_buddy_free_contiguous(mm: *mut c_void, block: *mut c_void);
     fn nvrs_buddy_largest_free(mm: *mut c_void) -> u64;
     fn nvrs_buddy_metadata_bytes(mm: *mut c_void) -> u64;
 }
@@ -86,6 +89,24 @@ impl BenchAlloc for BuddyAlloc {
         // SAFETY: `h` is a block this allocator returned and that was not freed since (the
         // traces free each handle once).
         unsafe { nvrs_buddy_free(self.mm, h) }
+    }
+
+    fn alloc_at(&mut self, addr: u64, size: u64) -> Option<*mut c_void> {
+        // SAFETY: `self.mm` is initialised (type invariant); access is exclusive (`&mut self`).
+        let b = unsafe { nvrs_buddy_alloc_at(self.mm, addr, size) };
+        (!b.is_null()).then_some(b)
+    }
+
+    fn alloc_contiguous(&mut self, bytes: u64) -> Option<*mut c_void> {
+        // SAFETY: `self.mm` is initialised (type invariant); access is exclusive (`&mut self`).
+        let b = unsafe { nvrs_buddy_alloc_contiguous(self.mm, bytes) };
+        (!b.is_null()).then_some(b)
+    }
+
+    fn free_contiguous(&mut self, h: *mut c_void) {
+        // SAFETY: `h` is the first block of a contiguous allocation of this allocator, not
+        // freed since (the traces free each handle once).
+        unsafe { nvrs_buddy_free_contiguous(self.mm, h) }
     }
 
     fn largest_free(&self) -> u64 {
@@ -137,23 +158,16 @@ pub(crate) fn render(f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let scale = traces::Scale {
         ops: 400_000,
         requests: 20_000,
+        frag_requests: 100,
     };
-    traces::run_suite::<KernelStorage, _, _, _, _>(
+    traces::run_suite::<KernelStorage, _, _, _>(
         &KernelClock,
         scale,
         only,
         |bytes| NvrsAlloc::new(0, bytes, PMM_CHUNKS_DEFAULT).ok(),
         |bytes| BuddyAlloc::new(bytes).ok(),
-        |trace, result| match result {
-            Some((nvrs, anchor)) => write!(
-                f,
-                "{}",
-                Line {
-                    trace,
-                    nvrs,
-                    anchor
-                }
-            ),
+        |trace, line| match line {
+            Some(line) => write!(f, "{line}"),
             None => writeln!(f, "bench: {trace} failed: out of memory"),
         },
     )

@@ -2,10 +2,17 @@
 
 //! Allocation traces for benchmarking a buddy allocator, identical for every allocator measured.
 //!
-//! The same traces run on the nvrs memory manager and on an anchor — in the kernel, the kernel's
-//! own `gpu_buddy`; on the host, a sorted-list buddy — with the same seeded PRNG, so their
-//! numbers are comparable within a run. They time whole traces and report nanoseconds per
-//! operation; nothing here asserts anything about time.
+//! The same traces run on the nvrs memory manager and on its anchor, the kernel's own
+//! `gpu_buddy` (in the kernel, and on the host built from the kernel source for user space),
+//! with the same seeded PRNG, so their numbers are comparable within a run. They time whole
+//! traces and report nanoseconds per operation; nothing here asserts anything about time.
+//!
+//! Fairness: each side is entered through one call per operation that is not inlined into the
+//! trace (`gpu_buddy` through C, nvrs through `#[inline(never)]` methods), each trace runs
+//! [`ROUNDS`] times on fresh allocators with the order alternated (nvrs first in even rounds,
+//! the anchor first in odd ones), and the line gives the median and the spread of each side,
+//! with the number of allocations each side answered and refused: if those differ, the two
+//! sides did not do the same work, and the line says so (`same_work=no`).
 //!
 //! This module is pure (no `kernel::`): the allocator, the clock and the storage for live
 //! handles are parameters.
@@ -36,6 +43,12 @@ pub(crate) trait BenchAlloc {
     fn alloc(&mut self, size: u64) -> Option<Self::Handle>;
     /// Frees a block.
     fn free(&mut self, h: Self::Handle);
+    /// Allocates the block of `size` bytes at offset `addr` (aligned to `size`).
+    fn alloc_at(&mut self, addr: u64, size: u64) -> Option<Self::Handle>;
+    /// Allocates `bytes` (a multiple of 2 MiB) of adjacent memory, in blocks of at least 2 MiB.
+    fn alloc_contiguous(&mut self, bytes: u64) -> Option<Self::Handle>;
+    /// Frees what [`BenchAlloc::alloc_contiguous`] returned.
+    fn free_contiguous(&mut self, h: Self::Handle);
     /// The largest free contiguous block, in bytes.
     fn largest_free(&self) -> u64;
     /// Bytes of bookkeeping the allocator holds now.
@@ -43,18 +56,36 @@ pub(crate) trait BenchAlloc {
 }
 
 /// nvrs's manager under measurement: kernel-type chunks, owned at once (as `gpu_buddy` blocks
-/// are), freed as dirty.
+/// are), freed as dirty. Allocation and free are not inlined into the traces, as the anchor's C
+/// functions cannot be: each side pays one call per operation.
 impl<S: Storage> BenchAlloc for Pmm<S> {
     type Handle = ChunkId;
 
+    #[inline(never)]
     fn alloc(&mut self, size: u64) -> Option<ChunkId> {
         let mut id = [ChunkId::default()];
         Pmm::alloc(self, size, MemType::Kernel, AllocFlags::default(), &mut id).ok()?;
         Some(id[0])
     }
 
+    #[inline(never)]
     fn free(&mut self, h: ChunkId) {
         // Every handle comes from `alloc` and is freed once: this cannot fail.
+        let _ = Pmm::free(self, h, Zero::Dirty);
+    }
+
+    #[inline(never)]
+    fn alloc_at(&mut self, addr: u64, size: u64) -> Option<ChunkId> {
+        Pmm::alloc_at(self, self.base() + addr, size, MemType::Kernel).ok()
+    }
+
+    #[inline(never)]
+    fn alloc_contiguous(&mut self, bytes: u64) -> Option<ChunkId> {
+        Pmm::alloc_contiguous(self, bytes, MemType::Kernel).ok()
+    }
+
+    fn free_contiguous(&mut self, h: ChunkId) {
+        // A run is freed through its first root.
         let _ = Pmm::free(self, h, Zero::Dirty);
     }
 
@@ -98,7 +129,7 @@ impl Rng {
 pub(crate) const SEED: u64 = 0x6e76_7273;
 
 /// The result of one trace on one allocator.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Outcome {
     /// Tenths of a nanosecond per operation.
     pub(crate) deci_ns_per_op: u64,
@@ -106,13 +137,47 @@ pub(crate) struct Outcome {
     pub(crate) largest_free: u64,
     /// Bytes of bookkeeping after the trace.
     pub(crate) metadata: u64,
+    /// Allocations answered.
+    pub(crate) ok: u64,
+    /// Allocations refused.
+    pub(crate) failed: u64,
+    /// The slowest timed operation, in nanoseconds (0 where operations are not timed one by
+    /// one).
+    pub(crate) worst_ns: u64,
+    /// Bytes the allocator moved to answer (compaction; 0 for an allocator that cannot move).
+    pub(crate) moved: u64,
 }
 
-fn outcome<A: BenchAlloc>(a: &A, ns: u64, ops: u64) -> Outcome {
+/// Allocations answered and refused, counted by the traces.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Tally {
+    /// Answered.
+    pub(crate) ok: u64,
+    /// Refused.
+    pub(crate) failed: u64,
+}
+
+impl Tally {
+    /// Counts one allocation's answer and passes it on.
+    pub(crate) fn count<H>(&mut self, h: Option<H>) -> Option<H> {
+        if h.is_some() {
+            self.ok += 1;
+        } else {
+            self.failed += 1;
+        }
+        h
+    }
+}
+
+fn outcome<A: BenchAlloc>(a: &A, ns: u64, ops: u64, tally: Tally) -> Outcome {
     Outcome {
         deci_ns_per_op: ns.saturating_mul(10) / ops.max(1),
         largest_free: a.largest_free(),
         metadata: a.metadata_bytes(),
+        ok: tally.ok,
+        failed: tally.failed,
+        worst_ns: 0,
+        moved: 0,
     }
 }
 
@@ -142,6 +207,7 @@ pub(crate) fn churn<A: BenchAlloc, S: Storage, C: Clock>(
     let mut rng = Rng(SEED);
     let mut live = S::Vec::<A::Handle>::new();
     live.try_reserve(cap)?;
+    let mut tally = Tally::default();
     let t = clock.now_ns();
     for _ in 0..ops {
         if !live.is_empty() && (live.len() >= cap || rng.below(2) == 0) {
@@ -151,13 +217,13 @@ pub(crate) fn churn<A: BenchAlloc, S: Storage, C: Clock>(
             if let Some(h) = live.pop() {
                 a.free(h);
             }
-        } else if let Some(h) = a.alloc(size_of(&mut rng)) {
+        } else if let Some(h) = tally.count(a.alloc(size_of(&mut rng))) {
             live.try_push(h)?;
         }
     }
     let ns = clock.now_ns().saturating_sub(t);
     // The largest free block while the trace's live set is still allocated.
-    let result = outcome(a, ns, u64::try_from(ops).unwrap_or(u64::MAX));
+    let result = outcome(a, ns, u64::try_from(ops).unwrap_or(u64::MAX), tally);
     while let Some(h) = live.pop() {
         a.free(h);
     }
@@ -174,9 +240,10 @@ pub(crate) fn fill_free<A: BenchAlloc, S: Storage, C: Clock>(
     let n = usize::try_from(bytes / SZ_4K).map_err(|_| OutOfMemory)?;
     let mut live = S::Vec::<A::Handle>::new();
     live.try_reserve(n)?;
+    let mut tally = Tally::default();
     let t = clock.now_ns();
     for _ in 0..n {
-        match a.alloc(SZ_4K) {
+        match tally.count(a.alloc(SZ_4K)) {
             Some(h) => live.try_push(h)?,
             None => break,
         }
@@ -189,11 +256,13 @@ pub(crate) fn fill_free<A: BenchAlloc, S: Storage, C: Clock>(
         a.free(h);
     }
     let ns = clock.now_ns().saturating_sub(t);
-    Ok(outcome(a, ns, 2 * done))
+    Ok(outcome(a, ns, 2 * done, tally))
 }
 
 /// Fills `bytes` with 4 KiB blocks, frees every other one (a 50% checkerboard), then times
 /// `requests` 2 MiB requests (all of which fail: no 2 MiB extent is free). Frees the rest after.
+/// This times how fast an allocator says no; what a user feels of fragmentation is in
+/// [`super::frag`].
 pub(crate) fn checkerboard<A: BenchAlloc, S: Storage, C: Clock>(
     a: &mut A,
     clock: &C,
@@ -212,14 +281,15 @@ pub(crate) fn checkerboard<A: BenchAlloc, S: Storage, C: Clock>(
     for h in live.iter().step_by(2) {
         a.free(*h);
     }
+    let mut tally = Tally::default();
     let t = clock.now_ns();
     for _ in 0..requests {
-        if let Some(h) = a.alloc(SZ_2M) {
+        if let Some(h) = tally.count(a.alloc(SZ_2M)) {
             a.free(h);
         }
     }
     let ns = clock.now_ns().saturating_sub(t);
-    let result = outcome(a, ns, u64::try_from(requests).unwrap_or(u64::MAX));
+    let result = outcome(a, ns, u64::try_from(requests).unwrap_or(u64::MAX), tally);
     for h in live.iter().skip(1).step_by(2) {
         a.free(*h);
     }
@@ -235,32 +305,123 @@ impl core::fmt::Display for Deci {
     }
 }
 
+/// Rounds of every trace (odd, so that the median is one of them).
+pub(crate) const ROUNDS: usize = 5;
+
+/// The results of one trace on one allocator, a round each.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Rounds {
+    /// One outcome per round.
+    outcomes: [Outcome; ROUNDS],
+    /// Rounds recorded.
+    n: usize,
+}
+
+impl Rounds {
+    /// Records one round.
+    pub(crate) fn push(&mut self, o: Outcome) {
+        if let Some(slot) = self.outcomes.get_mut(self.n) {
+            *slot = o;
+            self.n += 1;
+        }
+    }
+
+    /// The rounds recorded.
+    fn all(&self) -> &[Outcome] {
+        self.outcomes.get(..self.n).unwrap_or(&[])
+    }
+
+    /// The round of median time; its counts stand for the trace (they are the same every round
+    /// unless [`Rounds::same_work`] says otherwise).
+    pub(crate) fn median(&self) -> Outcome {
+        let mut t = [0u64; ROUNDS];
+        for (slot, o) in t.iter_mut().zip(self.all()) {
+            *slot = o.deci_ns_per_op;
+        }
+        let t = t.get_mut(..self.n).unwrap_or(&mut []);
+        crate::pmm::compact::sort_by_key(t, |v| *v);
+        let m = t.get(self.n / 2).copied().unwrap_or(0);
+        self.all()
+            .iter()
+            .find(|o| o.deci_ns_per_op == m)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// The fastest and the slowest round.
+    pub(crate) fn spread(&self) -> (u64, u64) {
+        self.all().iter().fold((u64::MAX, 0), |(lo, hi), o| {
+            (lo.min(o.deci_ns_per_op), hi.max(o.deci_ns_per_op))
+        })
+    }
+
+    /// Whether every round answered and refused the same allocations.
+    fn steady(&self) -> bool {
+        let first = self.all().first().copied().unwrap_or_default();
+        self.all()
+            .iter()
+            .all(|o| (o.ok, o.failed) == (first.ok, first.failed))
+    }
+}
+
+/// Whether two sides did the same work in every round: the same allocations answered and
+/// refused.
+pub(crate) fn same_work(a: &Rounds, b: &Rounds) -> bool {
+    let (x, y) = (a.median(), b.median());
+    a.steady() && b.steady() && (x.ok, x.failed) == (y.ok, y.failed)
+}
+
 /// One `bench:` line, the format `make bench` prints and compares run to run.
 pub(crate) struct Line<'a> {
     /// Trace name.
     pub(crate) trace: &'a str,
-    /// nvrs's result.
-    pub(crate) nvrs: Outcome,
-    /// The anchor's result.
-    pub(crate) anchor: Outcome,
+    /// nvrs's rounds.
+    pub(crate) nvrs: &'a Rounds,
+    /// The anchor's rounds.
+    pub(crate) anchor: &'a Rounds,
+    /// Whether the two sides are meant to answer the same allocations (not so where one side
+    /// can compact and the other cannot).
+    pub(crate) expect_same_work: bool,
 }
 
 impl core::fmt::Display for Line<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let ratio =
-            self.anchor.deci_ns_per_op.saturating_mul(100) / self.nvrs.deci_ns_per_op.max(1);
-        writeln!(
+        let (n, a) = (self.nvrs.median(), self.anchor.median());
+        let ((n_lo, n_hi), (a_lo, a_hi)) = (self.nvrs.spread(), self.anchor.spread());
+        let ratio = a.deci_ns_per_op.saturating_mul(100) / n.deci_ns_per_op.max(1);
+        write!(
             f,
-            "bench: {} nvrs={}ns anchor={}ns ratio={}.{:02} largest_free_nvrs={} largest_free_anchor={} metadata_nvrs={} metadata_anchor={}",
+            "bench: {} nvrs={}ns anchor={}ns ratio={}.{:02} rounds={} nvrs_min={}ns nvrs_max={}ns anchor_min={}ns anchor_max={}ns ok_nvrs={} failed_nvrs={} ok_anchor={} failed_anchor={}",
             self.trace,
-            Deci(self.nvrs.deci_ns_per_op),
-            Deci(self.anchor.deci_ns_per_op),
+            Deci(n.deci_ns_per_op),
+            Deci(a.deci_ns_per_op),
             ratio / 100,
             ratio % 100,
-            self.nvrs.largest_free,
-            self.anchor.largest_free,
-            self.nvrs.metadata,
-            self.anchor.metadata
+            self.nvrs.n.min(self.anchor.n),
+            Deci(n_lo),
+            Deci(n_hi),
+            Deci(a_lo),
+            Deci(a_hi),
+            n.ok,
+            n.failed,
+            a.ok,
+            a.failed,
+        )?;
+        if self.expect_same_work {
+            let same = same_work(self.nvrs, self.anchor);
+            write!(f, " same_work={}", if same { "yes" } else { "no" })?;
+        }
+        if n.worst_ns != 0 || a.worst_ns != 0 {
+            write!(
+                f,
+                " worst_nvrs={}ns worst_anchor={}ns moved_nvrs={}",
+                n.worst_ns, a.worst_ns, n.moved
+            )?;
+        }
+        writeln!(
+            f,
+            " largest_free_nvrs={} largest_free_anchor={} metadata_nvrs={} metadata_anchor={}",
+            n.largest_free, a.largest_free, n.metadata, a.metadata
         )
     }
 }
@@ -272,36 +433,69 @@ pub(crate) struct Scale {
     pub(crate) ops: usize,
     /// 2 MiB requests of the checkerboard trace.
     pub(crate) requests: usize,
+    /// Requests of each kind in the fragmentation traces ([`super::frag`]).
+    pub(crate) frag_requests: usize,
 }
 
 const GIB: u64 = 1 << 30;
 const POOL: u64 = 256 << 20;
+/// 1 TiB: 524288 roots.
+const TIB: u64 = 1 << 40;
 
 const UNIFORM: &str = "uniform_64k_1G";
 const MIXED: &str = "mixed_4k_64k_2m_1G";
 const FILL: &str = "fill_4k_free_random_256M";
 const CHECKERBOARD: &str = "checkerboard_then_2m_256M";
 const INIT: &str = "init_1T";
+const TOP: &str = "first_alloc_at_top_1T";
 
-/// The traces of [`run_suite`], by name, in the order it runs them.
-pub(crate) const TRACES: [&str; 5] = [UNIFORM, MIXED, FILL, CHECKERBOARD, INIT];
+/// The traces of [`run_suite`], by name, in the order it runs them (the fragmentation trace
+/// prints the four lines of [`super::frag::LINES`]).
+pub(crate) const TRACES: [&str; 7] = [
+    UNIFORM,
+    MIXED,
+    FILL,
+    CHECKERBOARD,
+    INIT,
+    TOP,
+    super::frag::NAME,
+];
 
-/// Runs every trace (or only the one named `only`, one of [`TRACES`]) on a fresh nvrs
-/// allocator (`nvrs(bytes)`) and a fresh anchor (`anchor(bytes)`) and hands each result to
-/// `emit`: `None` if an allocator could not be built or a trace ran out of memory for its
-/// bookkeeping. The one list of traces, for the host and the kernel benchmarks alike.
-pub(crate) fn run_suite<S, C, N, B, E>(
+/// Runs `trace` on fresh allocators [`ROUNDS`] times, nvrs first in even rounds and the anchor
+/// first in odd ones; `None` if an allocator could not be built or a trace ran out of memory
+/// for its bookkeeping.
+pub(crate) fn alternate(
+    mut nvrs: impl FnMut() -> Option<Outcome>,
+    mut anchor: impl FnMut() -> Option<Outcome>,
+) -> Option<(Rounds, Rounds)> {
+    let (mut n, mut b) = (Rounds::default(), Rounds::default());
+    for round in 0..ROUNDS {
+        if round % 2 == 0 {
+            n.push(nvrs()?);
+            b.push(anchor()?);
+        } else {
+            b.push(anchor()?);
+            n.push(nvrs()?);
+        }
+    }
+    Some((n, b))
+}
+
+/// Runs every trace (or only the one named `only`, one of [`TRACES`]) on fresh nvrs managers
+/// (`nvrs(bytes)`) and fresh anchors (`anchor(bytes)`), and hands each line to `emit`: `None` if an allocator could not be built
+/// or a trace ran out of memory for its bookkeeping. The one list of traces, for the host and
+/// the kernel benchmarks alike.
+pub(crate) fn run_suite<S, C, B, E>(
     clock: &C,
     scale: Scale,
     only: Option<&str>,
-    nvrs: impl Fn(u64) -> Option<N>,
+    nvrs: impl Fn(u64) -> Option<Pmm<S>>,
     anchor: impl Fn(u64) -> Option<B>,
-    mut emit: impl FnMut(&str, Option<(Outcome, Outcome)>) -> Result<(), E>,
+    mut emit: impl FnMut(&str, Option<Line<'_>>) -> Result<(), E>,
 ) -> Result<(), E>
 where
     S: Storage,
     C: Clock,
-    N: BenchAlloc,
     B: BenchAlloc,
 {
     let run = |name: &str| only.is_none_or(|o| o == name);
@@ -309,9 +503,17 @@ where
     macro_rules! pair {
         ($name:expr, $bytes:expr, |$a:ident| $trace:expr) => {{
             if run($name) {
-                let n = nvrs($bytes).and_then(|mut $a| $trace.ok());
-                let b = anchor($bytes).and_then(|mut $a| $trace.ok());
-                emit($name, n.zip(b))?;
+                let r = alternate(
+                    || nvrs($bytes).and_then(|mut $a| $trace.ok()),
+                    || anchor($bytes).and_then(|mut $a| $trace.ok()),
+                );
+                let line = r.as_ref().map(|(n, b)| Line {
+                    trace: $name,
+                    nvrs: n,
+                    anchor: b,
+                    expect_same_work: true,
+                });
+                emit($name, line)?;
             }
         }};
     }
@@ -332,15 +534,38 @@ where
     // Initialising a manager for 1 TiB (524288 roots); one operation is one initialisation (the
     // mean of INITS after a first, untimed one, which also pays for translating the code under
     // emulation).
-    if !run(INIT) {
-        return Ok(());
+    if run(INIT) {
+        let r = alternate(|| init(clock, || nvrs(TIB)), || init(clock, || anchor(TIB)));
+        let line = r.as_ref().map(|(n, b)| Line {
+            trace: INIT,
+            nvrs: n,
+            anchor: b,
+            expect_same_work: true,
+        });
+        emit(INIT, line)?;
     }
-    let n = init(clock, || nvrs(1 << 40));
-    let b = init(clock, || anchor(1 << 40));
-    emit(INIT, n.zip(b))
+    // The first allocation at the top of a fresh 1 TiB manager: the cost that lazily created
+    // metadata defers to it.
+    if run(TOP) {
+        let r = alternate(|| top(clock, || nvrs(TIB)), || top(clock, || anchor(TIB)));
+        let line = r.as_ref().map(|(n, b)| Line {
+            trace: TOP,
+            nvrs: n,
+            anchor: b,
+            expect_same_work: true,
+        });
+        emit(TOP, line)?;
+    }
+    if run(super::frag::NAME) {
+        let r = super::frag::run(clock, scale, &nvrs, &anchor);
+        for (name, line) in super::frag::lines(r.as_ref()) {
+            emit(name, line)?;
+        }
+    }
+    Ok(())
 }
 
-/// Initialisations timed by the `init_1T` line.
+/// Initialisations timed by the `init_1T` line, and managers by `first_alloc_at_top_1T`.
 const INITS: u64 = 8;
 
 /// Times `new` (see `init_1T` in [`run_suite`]): the managers live until the clock stops, so
@@ -358,5 +583,41 @@ fn init<A: BenchAlloc, C: Clock>(clock: &C, new: impl Fn() -> Option<A>) -> Opti
         deci_ns_per_op: ns.saturating_mul(10) / INITS,
         largest_free: last.largest_free(),
         metadata: last.metadata_bytes(),
+        ok: INITS,
+        ..Outcome::default()
     })
+}
+
+/// Times the first allocation of each of [`INITS`] fresh managers (built untimed): the 2 MiB
+/// block at the top of the manager, at its offset (`alloc_at`; `gpu_buddy`'s range allocation).
+/// The allocations are freed and the managers dropped after the clock stops.
+fn top<A: BenchAlloc, C: Clock>(clock: &C, new: impl Fn() -> Option<A>) -> Option<Outcome> {
+    let mut live: [Option<A>; INITS as usize] = core::array::from_fn(|_| None);
+    for slot in live.iter_mut() {
+        *slot = Some(new()?);
+    }
+    let mut got: [Option<A::Handle>; INITS as usize] = [None; INITS as usize];
+    let mut tally = Tally::default();
+    let t = clock.now_ns();
+    for (slot, h) in live.iter_mut().zip(got.iter_mut()) {
+        if let Some(a) = slot {
+            *h = tally.count(a.alloc_at(TIB - SZ_2M, SZ_2M));
+        }
+    }
+    let ns = clock.now_ns().saturating_sub(t);
+    let last = live.iter().flatten().last()?;
+    let result = Outcome {
+        deci_ns_per_op: ns.saturating_mul(10) / INITS,
+        largest_free: last.largest_free(),
+        metadata: last.metadata_bytes(),
+        ok: tally.ok,
+        failed: tally.failed,
+        ..Outcome::default()
+    };
+    for (slot, h) in live.iter_mut().zip(got) {
+        if let (Some(a), Some(h)) = (slot, h) {
+            a.free(h);
+        }
+    }
+    Some(result)
 }

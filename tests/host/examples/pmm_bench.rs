@@ -4,17 +4,26 @@
 //! about time.
 //!
 //! `cargo run --release --example pmm_bench` runs each trace on the nvrs manager and on an
-//! anchor, with the same PRNG seed, and prints one line per trace:
+//! anchor, with the same PRNG seed, several rounds with the order alternated, and prints one
+//! line per trace (`src/bench/traces.rs`, `Line`):
 //!
-//! `bench: <trace> nvrs=<ns/op>ns anchor=<ns/op>ns ratio=<anchor/nvrs> largest_free_nvrs=<bytes>
-//! largest_free_anchor=<bytes> metadata_nvrs=<bytes> metadata_anchor=<bytes>`
+//! `bench: <trace> nvrs=<median ns/op>ns anchor=<median ns/op>ns ratio=<anchor/nvrs> rounds=<n>
+//! nvrs_min=.. nvrs_max=.. anchor_min=.. anchor_max=.. ok_nvrs=.. failed_nvrs=.. ok_anchor=..
+//! failed_anchor=.. [same_work=yes|no] largest_free_nvrs=.. largest_free_anchor=..
+//! metadata_nvrs=.. metadata_anchor=..`
 //!
 //! The anchor is the kernel's own gpu_buddy, compiled for user space from the kernel source the
 //! bootstrap fetches (`build.rs`, `NVRS_KSRC`), running the same traces natively in the same
-//! process.
+//! process. Both sides are built as the kernel builds them: C at `-O2` (`build.rs`), Rust at
+//! opt-level 2 with overflow checks (the release profile of `Cargo.toml`, as
+//! `CONFIG_CC_OPTIMIZE_FOR_PERFORMANCE` and `CONFIG_RUST_OVERFLOW_CHECKS` build the module), and
+//! each is entered through one call per operation that is not inlined into the trace.
 
 #![allow(dead_code)]
 
+/// The fragmentation traces (`src/bench/frag.rs`).
+#[path = "../../../src/bench/frag.rs"]
+mod frag;
 #[path = "../../../hwref/mod.rs"]
 mod hwref;
 #[path = "../../../src/pmm/mod.rs"]
@@ -32,9 +41,9 @@ use hwref::PMM_CHUNKS_DEFAULT;
 use hwref::SZ_4K;
 use pmm::Pmm;
 use std_storage::StdStorage;
-use traces::Clock;
 #[cfg(gpu_buddy)]
-use traces::{BenchAlloc as Allocator, Line};
+use traces::BenchAlloc as Allocator;
+use traces::Clock;
 
 /// `std::time::Instant` as the traces' clock.
 struct HostClock(Instant);
@@ -72,6 +81,14 @@ extern "C" {
     fn nvrs_buddy_destroy(mm: *mut core::ffi::c_void);
     fn nvrs_buddy_alloc(mm: *mut core::ffi::c_void, size: u64) -> *mut core::ffi::c_void;
     fn nvrs_buddy_free(mm: *mut core::ffi::c_void, block: *mut core::ffi::c_void);
+    fn nvrs_buddy_alloc_at(
+        mm: *mut core::ffi::c_void,
+        start: u64,
+        size: u64,
+    ) -> *mut core::ffi::c_void;
+    fn nvrs_buddy_alloc_contiguous(mm: *mut core::ffi::c_void, size: u64)
+        -> *mut core::ffi::c_void;
+    fn nvrs_buddy_free_contiguous(mm: *mut core::ffi::c_void, block: *mut core::ffi::c_void);
     fn nvrs_buddy_largest_free(mm: *mut core::ffi::c_void) -> u64;
     fn nvrs_buddy_metadata_bytes(mm: *mut core::ffi::c_void) -> u64;
 }
@@ -108,6 +125,23 @@ impl Allocator for KernelBuddy {
         unsafe { nvrs_buddy_free(self.0, h) };
     }
 
+    fn alloc_at(&mut self, addr: u64, size: u64) -> Option<Self::Handle> {
+        // SAFETY: `self.0` is a live manager.
+        let b = unsafe { nvrs_buddy_alloc_at(self.0, addr, size) };
+        (!b.is_null()).then_some(b)
+    }
+
+    fn alloc_contiguous(&mut self, bytes: u64) -> Option<Self::Handle> {
+        // SAFETY: `self.0` is a live manager.
+        let b = unsafe { nvrs_buddy_alloc_contiguous(self.0, bytes) };
+        (!b.is_null()).then_some(b)
+    }
+
+    fn free_contiguous(&mut self, h: Self::Handle) {
+        // SAFETY: `h` is the first block of a contiguous allocation of this manager, freed once.
+        unsafe { nvrs_buddy_free_contiguous(self.0, h) };
+    }
+
     fn largest_free(&self) -> u64 {
         // SAFETY: `self.0` is a live manager.
         unsafe { nvrs_buddy_largest_free(self.0) }
@@ -131,23 +165,19 @@ fn main() {
     let scale = traces::Scale {
         ops: 400_000,
         requests: 100_000,
+        frag_requests: 500,
     };
-    let _ = traces::run_suite::<StdStorage, _, _, _, ()>(
+    let _ = traces::run_suite::<StdStorage, _, _, ()>(
         &HostClock(Instant::now()),
         scale,
         None,
         |bytes| Some(Nvrs::new(bytes)),
         KernelBuddy::new,
-        |trace, result| {
-            let (nvrs, anchor) = result.expect("bookkeeping memory");
-            print!(
-                "{}",
-                Line {
-                    trace,
-                    nvrs,
-                    anchor
-                }
-            );
+        |trace, line| {
+            match line {
+                Some(line) => print!("{line}"),
+                None => println!("bench: {trace} failed: out of memory"),
+            }
             Ok(())
         },
     );
