@@ -219,6 +219,12 @@ if [ ! -e "$KDIR/.done" ]; then
 		grep -qx "$want" "$KDIR/.config" ||
 			die "kernel option lost in olddefconfig: $want"
 	done
+	# ... and every option they turn off must be off.
+	cat "${FRAGMENTS[@]}" | sed -n 's/^# \(CONFIG_[A-Z0-9_]*\) is not set$/\1/p' |
+		while read -r off; do
+			! grep -qE "^$off=[ym]$" "$KDIR/.config" ||
+				die "kernel option still set after olddefconfig: $off"
+		done
 	"${KMAKE[@]}" -j"$JOBS" bzImage modules >>"$log" 2>&1 ||
 		die "kernel build failed (log: $log)"
 	touch "$KDIR/.done"
