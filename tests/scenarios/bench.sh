@@ -9,9 +9,17 @@ M=/lib/modules
 
 check "insmod nvrs" insmod $M/nvrs.ko emulated=1 peer_device=0x123411e8
 check "insmod consumer" insmod $M/nvrs_consumer.ko
-cat /sys/kernel/debug/nvrs/bench_pmm >/tmp/pmm.txt
-check "PMM benchmark ran" grep -q "^bench: uniform_64k_1G" /tmp/pmm.txt
-cat /tmp/pmm.txt
+# One trace per read: a read renders into one seq_file buffer, which the
+# kernel renders again, from the start, if the text outgrows it.
+B=/sys/kernel/debug/nvrs/bench_pmm
+for t in uniform_64k_1G mixed_4k_64k_2m_1G fill_4k_free_random_256M \
+	checkerboard_then_2m_256M init_1T first_alloc_at_top_1T frag_1G; do
+	echo $t >$B
+	cat $B >/tmp/pmm.txt
+	check "PMM benchmark $t ran" sh -c 'grep -q "^bench: " /tmp/pmm.txt && ! grep -q "failed: out of memory" /tmp/pmm.txt'
+	cat /tmp/pmm.txt
+done
+echo all >$B
 
 # line NAME NVRS_NS ANCHOR_NS [EXTRA]: one bench line for a p2p measurement.
 line() {
