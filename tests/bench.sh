@@ -10,10 +10,15 @@
 #     block and the metadata bytes of each after the trace;
 #   - VM (one boot, TCG, IOMMU on, 2 GiB per emulated GPU): the same traces
 #     against the kernel's gpu_buddy; get_pages + put_pages against
-#     pin_user_pages + unpin, and dma_map_pages against one dma_map_resource
-#     per 64 KiB page, each from 64 KiB to 1 GiB (fields: entries, runs, ns per
-#     entry and per run), and a "phases:" line with where a 64 KiB pin's time
-#     goes; dma-buf registration, compaction and scrubbing.
+#     pin_user_pages + unpin of as many bytes of system memory (fields: the
+#     cost per entry, 64 KiB against 4 KiB pages, and per MiB of each side),
+#     64 KiB of the same VA and of 16384 VAs in turn, and 256 KiB to 1 GiB;
+#     dma_map_pages against one dma_map_resource per physically contiguous
+#     run (anchor) and per 64 KiB entry (anchor_per64k), 64 KiB to 1 GiB
+#     (fields: entries, runs, ns per entry and per run). The p2p lines run
+#     5 rounds alternating which side goes first, and give each side's median
+#     and its min/max. A "phases:" line gives where a 64 KiB pin's time goes;
+#     then dma-buf registration, compaction and scrubbing.
 # Times under QEMU's TCG emulation are emulated times: compare ratios.
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
