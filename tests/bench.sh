@@ -10,10 +10,15 @@
 #     block and the metadata bytes of each after the trace;
 #   - VM (one boot, TCG, IOMMU on, 2 GiB per emulated GPU): the same traces
 #     against the kernel's gpu_buddy; get_pages + put_pages against
-#     pin_user_pages + unpin, and dma_map_pages against one dma_map_resource
-#     per 64 KiB page, each from 64 KiB to 1 GiB (fields: entries, runs, ns per
-#     entry and per run), and a "phases:" line with where a 64 KiB pin's time
-#     goes; dma-buf registration, compaction and scrubbing.
+#     pin_user_pages + unpin of as many bytes of system memory (fields: the
+#     cost per entry, 64 KiB against 4 KiB pages, and per MiB of each side),
+#     64 KiB of the same VA and of 16384 VAs in turn, and 256 KiB to 1 GiB;
+#     dma_map_pages against one dma_map_resource per physically contiguous
+#     run (anchor) and per 64 KiB entry (anchor_per64k), 64 KiB to 1 GiB
+#     (fields: entries, runs, ns per entry and per run). The p2p lines run
+#     5 rounds alternating which side goes first, and give each side's median
+#     and its min/max. A "phases:" line gives where a 64 KiB pin's time goes;
+#     then dma-buf registration, compaction and scrubbing.
 # Times under QEMU's TCG emulation are emulated times: compare ratios.
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -35,16 +40,29 @@ python3 "$TESTS/vm/run.py" "${VM_MODULES[@]}" --scenario bench --mem 3072 --mem-
 	--gpu GH100:2048 --gpu GA100:2048 --timeout 900 --log "$OUT/bench-console.log" |
 	grep -E '^bench:|^phases:|^RESULT|^FAIL' | tee -a "$LINES"
 
-# The same lines as a table (ratio > 1: nvrs is faster than its anchor).
+# The same lines as a table (ratio > 1: nvrs takes less time than the anchor).
+# A p2p line's median is followed by its rounds' min-max, and a DMA-mapping
+# line by a second row against its per-64 KiB anchor.
 echo "== summary =="
 awk '/^bench: / {
-	name = $2; n = a = r = "-"
+	name = $2; n = a = r = p = pr = "-"; nlo = nhi = alo = ahi = ""
 	for (i = 3; i <= NF; i++) {
 		split($i, kv, "=")
 		if (kv[1] == "nvrs") n = kv[2]
 		else if (kv[1] == "anchor") a = kv[2]
 		else if (kv[1] == "ratio") r = kv[2]
+		else if (kv[1] == "anchor_per64k") p = kv[2]
+		else if (kv[1] == "ratio_per64k") pr = kv[2]
+		else if (kv[1] == "nvrs_min") nlo = kv[2]
+		else if (kv[1] == "nvrs_max") nhi = kv[2]
+		else if (kv[1] == "anchor_min") alo = kv[2]
+		else if (kv[1] == "anchor_max") ahi = kv[2]
 	}
-	printf "%-38s %16s %16s %9s\n", name, n, a, r
+	printf "%-38s %16s %16s %9s", name, n, a, r
+	if (nlo != "")
+		printf "   (nvrs %s-%s, anchor %s-%s)", nlo, nhi, alo, ahi
+	printf "\n"
+	if (p != "-")
+		printf "%-38s %16s %16s %9s\n", "  (against anchor_per64k)", n, p, pr
 }' "$LINES" | sed '1i\
 measurement                                        nvrs           anchor     ratio'

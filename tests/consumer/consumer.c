@@ -54,14 +54,19 @@
  *                          above); unmapped again if it succeeds
  *   rawunmap PTR MAP       dma_unmap_pages of table PTR and mapping MAP for
  *                          edu (MAP < 16: slot MAP's, possibly stale, mapping)
- *   benchpin VA LEN N      N x (get_pages + put_pages) of [VA, VA + LEN), and
- *                          the table's entries and contiguous runs
- *   benchgup UVA LEN N     N x (pin_user_pages + unpin) of user memory: the
- *                          anchor for benchpin
- *   benchmap S N           N x (dma_map_pages + dma_unmap_pages) of slot S
- *                          for edu, then N x the same mapping made with one
- *                          dma_map_resource per 64 KiB entry (the anchor);
- *                          and the table's entries and contiguous runs
+ *   benchpin VA LEN N [SPAN]
+ *                          N x (get_pages + put_pages) of [VA, VA + LEN), or
+ *                          with SPAN of the LEN pieces of [VA, VA + SPAN) in
+ *                          turn; and the table's entries and contiguous runs
+ *   benchgup UVA LEN N [SPAN]
+ *                          the same with pin_user_pages + unpin of user
+ *                          memory: the anchor for benchpin
+ *   benchmap S N WHAT      N x a DMA mapping of slot S's table for edu and
+ *                          its unmapping, made by nvrs (WHAT "nvrs": dma_map
+ *                          / dma_unmap_pages) or with one dma_map_resource
+ *                          per physically contiguous run ("runs") or per
+ *                          64 KiB entry ("pages"); and the table's entries
+ *                          and contiguous runs
  *   badinput VA LEN        the bad-input matrix (needs a live pin of
  *                          [VA, VA + LEN) in slot 15)
  *
@@ -695,21 +700,31 @@ static u32 table_runs(const struct nvidia_p2p_page_table *pt)
 	return runs;
 }
 
-static int cmd_benchpin(u64 va, u64 len, u64 n)
+/*
+ * The VA of the @i-th pin of a benchmark: @va itself when @span is 0, else
+ * the @len-sized pieces of [@va, @va + @span) in turn.
+ */
+static u64 bench_va(u64 va, u64 len, u64 span, u64 i)
+{
+	return span ? va + (i * len) % span : va;
+}
+
+static int cmd_benchpin(u64 va, u64 len, u64 n, u64 span)
 {
 	struct nvidia_p2p_page_table *pt;
 	u32 entries = 0, runs = 0;
-	u64 i, t0, t;
+	u64 i, v, t0, t;
 	int ret;
 
-	if (!n)
+	if (!n || !len || span % len)
 		return -EINVAL;
 	t0 = ktime_get_ns();
 	for (i = 0; i < n; i++) {
-		ret = nvidia_p2p_get_pages(0, 0, va, len, &pt, dummy_cb, NULL);
+		v = bench_va(va, len, span, i);
+		ret = nvidia_p2p_get_pages(0, 0, v, len, &pt, dummy_cb, NULL);
 		if (ret)
 			return ret;
-		ret = nvidia_p2p_put_pages(0, 0, va, pt);
+		ret = nvidia_p2p_put_pages(0, 0, v, pt);
 		if (ret)
 			return ret;
 	}
@@ -728,76 +743,130 @@ static int cmd_benchpin(u64 va, u64 len, u64 n)
 	return 0;
 }
 
-static int cmd_benchgup(u64 uva, u64 len, u64 n)
+static int cmd_benchgup(u64 uva, u64 len, u64 n, u64 span)
 {
 	u64 npages = len >> PAGE_SHIFT, i, t0;
 	struct page **pages;
 	long got;
 	int ret = 0;
 
-	if (!n || !npages || npages > INT_MAX)
+	if (!n || !npages || npages > INT_MAX || span % len)
 		return -EINVAL;
 	pages = kvmalloc_array(npages, sizeof(*pages), GFP_KERNEL);
 	if (!pages)
 		return -ENOMEM;
 	t0 = ktime_get_ns();
 	for (i = 0; i < n && !ret; i++) {
-		got = pin_user_pages_fast(uva, npages, FOLL_WRITE | FOLL_LONGTERM, pages);
+		got = pin_user_pages_fast(bench_va(uva, len, span, i), npages,
+					  FOLL_WRITE | FOLL_LONGTERM, pages);
 		if (got > 0)
 			unpin_user_pages(pages, got);
 		if (got != npages)
 			ret = got < 0 ? got : -EFAULT;
 	}
 	if (!ret)
-		reply("benchgup len %llu ns_per_op %llu\n", len, (ktime_get_ns() - t0) / n);
+		reply("benchgup len %llu ns_per_op %llu pages %llu\n", len,
+		      (ktime_get_ns() - t0) / n, npages);
 	kvfree(pages);
 	return ret;
 }
 
-static int cmd_benchmap(struct slot *s, u64 n)
+/* One DMA mapping made by a benchmark anchor: @len bytes at @dma. */
+struct bench_run {
+	dma_addr_t dma;
+	u64 len;
+};
+
+/*
+ * The same mapping as nvidia_p2p_dma_map_pages() makes of @pt for edu (one
+ * DMA address per 64 KiB entry, in @addrs) with the DMA API directly: one
+ * dma_map_resource() per physically contiguous run of entries if @per_run,
+ * else one per entry. Then unmaps it again.
+ */
+static int bench_map_anchor(const struct nvidia_p2p_page_table *pt,
+			    dma_addr_t *addrs, struct bench_run *runs,
+			    bool per_run)
+{
+	struct device *dev = &con->edu->dev;
+	u32 e = 0, first, k, nruns = 0;
+	u64 phys, len;
+	int ret = 0;
+
+	while (e < pt->entries) {
+		first = e;
+		phys = pt->pages[e]->physical_address;
+		len = GPU_PAGE;
+		while (per_run && ++e < pt->entries &&
+		       pt->pages[e]->physical_address == phys + len)
+			len += GPU_PAGE;
+		if (!per_run)
+			e++;
+		runs[nruns].dma = dma_map_resource(dev, phys, len,
+						   DMA_BIDIRECTIONAL, 0);
+		if (dma_mapping_error(dev, runs[nruns].dma)) {
+			ret = -EIO;
+			break;
+		}
+		runs[nruns].len = len;
+		for (k = first; k < e; k++)
+			addrs[k] = runs[nruns].dma + (u64)(k - first) * GPU_PAGE;
+		nruns++;
+	}
+	for (k = 0; k < nruns; k++)
+		dma_unmap_resource(dev, runs[k].dma, runs[k].len,
+				   DMA_BIDIRECTIONAL, 0);
+	return ret;
+}
+
+/*
+ * benchmap S N WHAT: N x one way of DMA-mapping slot S's table for edu and
+ * unmapping it again. WHAT is "nvrs" (nvidia_p2p_dma_map_pages() and
+ * dma_unmap_pages()), "runs" (one dma_map_resource() per physically
+ * contiguous run of the table) or "pages" (one dma_map_resource() per 64 KiB
+ * entry). The anchors' address arrays are allocated once, outside the
+ * timing: they measure the DMA API alone.
+ */
+static int cmd_benchmap(struct slot *s, u64 n, const char *what)
 {
 	struct nvidia_p2p_page_table *pt = READ_ONCE(s->pt);
 	struct nvidia_p2p_dma_mapping *map;
-	dma_addr_t *addrs;
-	u64 i, t0, t_nvrs, t_anchor;
-	u32 e;
+	struct bench_run *runs = NULL;
+	dma_addr_t *addrs = NULL;
+	bool nvrs = !strcmp(what, "nvrs"), per_run = !strcmp(what, "runs");
+	u64 i, t0, t;
 	int ret = 0;
 
 	if (!READ_ONCE(s->live) || !n)
 		return -ENOENT;
+	if (!nvrs && !per_run && strcmp(what, "pages"))
+		return -EINVAL;
+	if (!nvrs) {
+		addrs = kvmalloc_array(pt->entries, sizeof(*addrs), GFP_KERNEL);
+		runs = kvmalloc_array(pt->entries, sizeof(*runs), GFP_KERNEL);
+		if (!addrs || !runs) {
+			ret = -ENOMEM;
+			goto out;
+		}
+	}
 	t0 = ktime_get_ns();
 	for (i = 0; i < n; i++) {
-		ret = nvidia_p2p_dma_map_pages(con->edu, pt, &map);
-		if (ret)
-			return ret;
-		nvidia_p2p_dma_unmap_pages(con->edu, pt, map);
-	}
-	t_nvrs = (ktime_get_ns() - t0) / n;
-
-	addrs = kvmalloc_array(pt->entries, sizeof(*addrs), GFP_KERNEL);
-	if (!addrs)
-		return -ENOMEM;
-	t0 = ktime_get_ns();
-	for (i = 0; i < n && !ret; i++) {
-		for (e = 0; e < pt->entries; e++) {
-			addrs[e] = dma_map_resource(&con->edu->dev,
-						    pt->pages[e]->physical_address,
-						    GPU_PAGE, DMA_BIDIRECTIONAL, 0);
-			if (dma_mapping_error(&con->edu->dev, addrs[e])) {
-				ret = -EIO;
-				break;
-			}
+		if (nvrs) {
+			ret = nvidia_p2p_dma_map_pages(con->edu, pt, &map);
+			if (ret)
+				goto out;
+			nvidia_p2p_dma_unmap_pages(con->edu, pt, map);
+		} else {
+			ret = bench_map_anchor(pt, addrs, runs, per_run);
+			if (ret)
+				goto out;
 		}
-		while (e--)
-			dma_unmap_resource(&con->edu->dev, addrs[e], GPU_PAGE,
-					   DMA_BIDIRECTIONAL, 0);
 	}
-	t_anchor = (ktime_get_ns() - t0) / n;
+	t = (ktime_get_ns() - t0) / n;
+	reply("benchmap len %llu what %s ns_per_op %llu entries %u runs %u\n",
+	      (u64)pt->entries * GPU_PAGE, what, t, pt->entries, table_runs(pt));
+out:
+	kvfree(runs);
 	kvfree(addrs);
-	if (!ret)
-		reply("benchmap len %llu nvrs_ns %llu anchor_ns %llu entries %u runs %u\n",
-		      (u64)pt->entries * GPU_PAGE, t_nvrs, t_anchor, pt->entries,
-		      table_runs(pt));
 	return ret;
 }
 
@@ -879,10 +948,15 @@ static int run_cmd(char *line)
 		return cmd_rawmap(a);
 	if (!strcmp(argv[0], "rawunmap") && argc == 3)
 		return cmd_rawunmap(a, b);
-	if (!strcmp(argv[0], "benchpin"))
-		return cmd_benchpin(a, b, c);
-	if (!strcmp(argv[0], "benchgup"))
-		return cmd_benchgup(a, b, c);
+	if (!strcmp(argv[0], "benchpin") || !strcmp(argv[0], "benchgup")) {
+		u64 span = 0;
+
+		if (argc > 5 || (argc == 5 && kstrtou64(argv[4], 0, &span)))
+			return -EINVAL;
+		if (!strcmp(argv[0], "benchpin"))
+			return cmd_benchpin(a, b, c, span);
+		return cmd_benchgup(a, b, c, span);
+	}
 	idx = a;
 	s = get_slot(idx);
 	if (!s || argc < 2)
@@ -936,8 +1010,8 @@ static int run_cmd(char *line)
 		return cmd_put(s);
 	if (!strcmp(argv[0], "dma") && argc == 4)
 		return cmd_dma(s, b, c);
-	if (!strcmp(argv[0], "benchmap") && argc == 3)
-		return cmd_benchmap(s, b);
+	if (!strcmp(argv[0], "benchmap") && argc == 4)
+		return cmd_benchmap(s, b, argv[3]);
 	if (!strcmp(argv[0], "status")) {
 		reply("slot %u pinned %d mapped %d persistent %d callbacks %d\n",
 		      idx, READ_ONCE(s->live), s->peer != NULL,

@@ -24,16 +24,49 @@ echo all >$B
 # line NAME NVRS_NS ANCHOR_NS [EXTRA]: one bench line for a p2p measurement.
 line() {
 	awk -v t="$1" -v n="$2" -v a="$3" -v x="$4" 'BEGIN {
-		printf "bench: %s nvrs=%.1fns anchor=%.1fns ratio=%.2f largest_free_nvrs=- largest_free_anchor=-%s\n",
+		printf "bench: %s nvrs=%.1fns anchor=%.1fns ratio=%.2f%s\n",
 		       t, n, a, (n > 0 ? a / n : 0), (x == "" ? "" : " " x) }'
 }
 
-# shape NS ENTRIES RUNS: how the cost grows, per 64 KiB entry and per
-# physically contiguous run.
-shape() {
-	awk -v n="$1" -v e="$2" -v r="$3" 'BEGIN {
-		printf "entries=%d runs=%d ns_per_entry=%.1f ns_per_run=%.1f",
-		       e, r, (e > 0 ? n / e : 0), (r > 0 ? n / r : 0) }'
+# The p2p measurements below run ROUNDS times in one process, nvrs first in
+# odd rounds and its anchors first in even ones; a line gives the median of
+# the rounds per side, and the smallest and largest round (spread).
+ROUNDS=5
+
+# rounds A B: ROUNDS rounds of the nvrs-tool commands A and B (a ctl command
+# each), A first in odd rounds and B first in even ones, as nvrs-tool
+# arguments ("\;"-separated words).
+rounds() {
+	rounds_i=1
+	while [ $rounds_i -le $ROUNDS ]; do
+		if [ $((rounds_i % 2)) = 1 ]; then
+			echo "; $1 ; $2"
+		else
+			echo "; $2 ; $1"
+		fi
+		rounds_i=$((rounds_i + 1))
+	done
+}
+
+# spread: the median, smallest and largest of the numbers on stdin (one a
+# line), or nothing if there are none.
+spread() {
+	awk '{ v[n++] = $1 + 0 } END {
+		if (!n)
+			exit
+		for (i = 1; i < n; i++) {
+			x = v[i]
+			for (j = i - 1; j >= 0 && v[j] > x; j--)
+				v[j + 1] = v[j]
+			v[j + 1] = x
+		}
+		print (n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2), v[0], v[n - 1] }'
+}
+
+# minmax SIDE MIN MAX: the spread fields of one side.
+minmax() {
+	awk -v s="$1" -v lo="$2" -v hi="$3" 'BEGIN {
+		printf "%s_min=%.1fns %s_max=%.1fns", s, lo, s, hi }'
 }
 
 # Pins end in the quarantine ring (8192 page tables), and a table is reused
@@ -41,41 +74,87 @@ shape() {
 # steady state of a long-running host.
 check "quarantine filled" nvrs-tool alloc A 0 1G \; ctl benchpin @A 0x10000 8200
 
-# get_pages + put_pages vs pin_user_pages + unpin of system memory, same size,
-# 64 KiB ... 1 GiB.
-for spec in "64K 0x10000 20000" "256K 0x40000 5000" "1M 0x100000 1000" \
-	    "2M 0x200000 500" "16M 0x1000000 50" "128M 0x8000000 8" \
-	    "1G 0x40000000 3"; do
+# pin NAME SIZE LEN N [SPAN]: get_pages + put_pages of LEN bytes of GPU memory
+# against pin_user_pages + unpin of as many bytes of anonymous system memory
+# (FOLL_LONGTERM), N times a round; with SPAN, the pins take the LEN pieces of
+# a SPAN-byte allocation (GPU and system) in turn, else the same LEN bytes
+# every time. nvrs's entries are 64 KiB GPU pages, pin_user_pages' are 4 KiB
+# pages (16 times as many for the same bytes): the line gives the cost per
+# entry and per MiB of each side, besides the ratio per call.
+pin() {
+	pin_size=$2
+	[ -n "$5" ] && pin_size=$5
+	nvrs-tool alloc A 0 1G \; anon U $pin_size \
+		$(rounds "ctl benchpin @A $3 $4 $5" "ctl benchgup @U $3 $4 $5") >/tmp/b.txt 2>&1
+	pin_n=$(sed -n 's/^benchpin len [0-9]* ns_per_op \([0-9]*\) .*/\1/p' /tmp/b.txt | spread)
+	pin_a=$(sed -n 's/^benchgup len [0-9]* ns_per_op \([0-9]*\) .*/\1/p' /tmp/b.txt | spread)
+	pin_shape=$(sed -n 's/^benchpin len [0-9]* ns_per_op [0-9]* entries \([0-9]*\) runs \([0-9]*\)/\1 \2/p' \
+		/tmp/b.txt | sed -n 1p)
+	pin_pages=$(sed -n 's/^benchgup len [0-9]* ns_per_op [0-9]* pages \([0-9]*\)/\1/p' /tmp/b.txt |
+		sed -n 1p)
+	check "p2p pin $1 measured" test -n "$pin_n" -a -n "$pin_a" -a -n "$pin_shape" \
+		-a -n "$pin_pages" -a "$(grep -c '^FAIL' /tmp/b.txt)" = 0
+	[ -n "$pin_n" ] && [ -n "$pin_a" ] && [ -n "$pin_shape" ] && [ -n "$pin_pages" ] || return 0
+	set -- "$1" "$3" $pin_n $pin_a $pin_shape $pin_pages
+	# $1 name, $2 bytes, $3-$5 nvrs median min max, $6-$8 anchor median
+	# min max, $9 entries, $10 runs, $11 anchor entries.
+	line "$1" "$3" "$6" "rounds=$ROUNDS $(minmax nvrs $4 $5) $(minmax anchor $7 $8) $(
+		awk -v n="$3" -v a="$6" -v len="$(($2))" -v e="$9" -v r="${10}" -v p="${11}" 'BEGIN {
+		printf "entries=%d runs=%d anchor_entries=%d ns_per_run=%.1f nvrs_ns_per_entry=%.1f anchor_ns_per_entry=%.2f nvrs_ns_per_mib=%.1f anchor_ns_per_mib=%.1f",
+		       e, r, p, n / r, n / e, a / p, n * 1048576 / len, a * 1048576 / len }')"
+}
+
+# 64 KiB of the same VA every time (a best case: the table block the full
+# quarantine ring gives back already describes that memory).
+pin p2p_get_put_pages_64K_same_va 64K 0x10000 20000
+# 64 KiB of a different VA every time: the 16384 64 KiB pieces of 1 GiB in
+# turn, on both sides, more than the ring's 8192 tables.
+pin p2p_get_put_pages_64K_16384_vas 64K 0x10000 16384 0x40000000
+# 256 KiB ... 1 GiB, the same VA every time.
+for spec in "256K 0x40000 5000" "1M 0x100000 1000" "2M 0x200000 500" \
+	    "16M 0x1000000 50" "128M 0x8000000 8" "1G 0x40000000 3"; do
 	set -- $spec
-	nvrs-tool alloc A 0 1G \; anon U $1 \; ctl benchpin @A $2 $3 \; \
-		ctl benchgup @U $2 $3 >/tmp/b.txt 2>&1
-	set -- $1 $(sed -n 's/^benchpin len [0-9]* ns_per_op \([0-9]*\) entries \([0-9]*\) runs \([0-9]*\)/\1 \2 \3/p' /tmp/b.txt)
-	a=$(sed -n 's/^benchgup len [0-9]* ns_per_op //p' /tmp/b.txt)
-	check "p2p pin $1 measured" test -n "$4" -a -n "$a"
-	line "p2p_get_put_pages_$1" "$2" "$a" "$(shape $2 $3 $4)"
+	pin "p2p_get_put_pages_$1" $1 $2 $3
 done
 
-# Where the time of a 64 KiB get_pages + put_pages goes (debugfs p2p_profile;
-# the profiled run is slower by its clock reads).
+# Where the time of a 64 KiB get_pages + put_pages of the same VA goes
+# (debugfs p2p_profile; the profiled run is slower by its clock reads).
 P=/sys/kernel/debug/nvrs/p2p_profile
 echo 1 >$P
 nvrs-tool alloc A 0 1G \; ctl benchpin @A 0x10000 20000 >/tmp/b.txt 2>&1
 echo 0 >$P
 n=$(sed -n 's/^benchpin len [0-9]* ns_per_op \([0-9]*\) .*/\1/p' /tmp/b.txt)
 check "pin phases measured" grep -q "^get_table calls [1-9]" $P
-echo "phases: p2p_get_put_pages_64K profiled_ns_per_op=$n" \
+echo "phases: p2p_get_put_pages_64K_same_va profiled_ns_per_op=$n" \
 	$(awk '$2 == "calls" { printf "%s=%sns ", $1, $5 }' $P)
 
-# dma_map_pages (coalesced runs) vs one dma_map_resource per 64 KiB page,
-# 64 KiB ... 1 GiB.
+# dma_map_pages + dma_unmap_pages of a pinned 64 KiB ... 1 GiB for edu
+# (IOMMU on) against the same mapping made with the DMA API directly: one
+# dma_map_resource per physically contiguous run of the page table (anchor;
+# nvrs makes the same calls), and one per 64 KiB entry (anchor_per64k; what
+# NVIDIA's rm_p2p_dma_map_pages does for a PCIe GPU). Each side fills one DMA
+# address per 64 KiB entry.
 for spec in "64K 0x10000 2000" "2M 0x200000 200" "16M 0x1000000 20" \
 	    "128M 0x8000000 5" "1G 0x40000000 2"; do
 	set -- $spec
-	nvrs-tool alloc A 0 1G \; ctl pin 0 @A $2 \; ctl benchmap 0 $3 \; ctl put 0 \
-		>/tmp/b.txt 2>&1
-	set -- $1 $(sed -n 's/^benchmap len [0-9]* nvrs_ns \([0-9]*\) anchor_ns \([0-9]*\) entries \([0-9]*\) runs \([0-9]*\)/\1 \2 \3 \4/p' /tmp/b.txt)
-	check "dma map $1 measured" test -n "$5"
-	line "p2p_dma_map_$1_iommu" "$2" "$3" "$(shape $2 $4 $5)"
+	nvrs-tool alloc A 0 1G \; ctl pin 0 @A $2 \
+		$(rounds "ctl benchmap 0 $3 nvrs" "ctl benchmap 0 $3 runs ; ctl benchmap 0 $3 pages") \
+		\; ctl put 0 >/tmp/b.txt 2>&1
+	n=$(sed -n 's/^benchmap len [0-9]* what nvrs ns_per_op \([0-9]*\) .*/\1/p' /tmp/b.txt | spread)
+	r=$(sed -n 's/^benchmap len [0-9]* what runs ns_per_op \([0-9]*\) .*/\1/p' /tmp/b.txt | spread)
+	p=$(sed -n 's/^benchmap len [0-9]* what pages ns_per_op \([0-9]*\) .*/\1/p' /tmp/b.txt | spread)
+	shape=$(sed -n 's/^benchmap len [0-9]* what nvrs ns_per_op [0-9]* entries \([0-9]*\) runs \([0-9]*\)/\1 \2/p' \
+		/tmp/b.txt | sed -n 1p)
+	check "dma map $1 measured" test -n "$n" -a -n "$r" -a -n "$p" -a -n "$shape" \
+		-a "$(grep -c '^FAIL' /tmp/b.txt)" = 0
+	[ -n "$n" ] && [ -n "$r" ] && [ -n "$p" ] && [ -n "$shape" ] || continue
+	set -- "$1" $n $r $p $shape
+	# $2-$4 nvrs median min max, $5-$7 per-run anchor, $8-$10 per-64K
+	# anchor, $11 entries, $12 runs.
+	line "p2p_dma_map_$1_iommu" "$2" "$5" "rounds=$ROUNDS $(minmax nvrs $3 $4) $(minmax anchor $6 $7) $(
+		awk -v n="$2" -v p="$8" -v lo="$9" -v hi="${10}" -v e="${11}" -v r="${12}" 'BEGIN {
+		printf "anchor_per64k=%.1fns ratio_per64k=%.2f anchor_per64k_min=%.1fns anchor_per64k_max=%.1fns entries=%d runs=%d ns_per_entry=%.1f ns_per_run=%.1f",
+		       p, (n > 0 ? p / n : 0), lo, hi, e, r, n / e, n / r }')"
 done
 # dma-buf registration (export + the RDMA core's pinned import, which maps for
 # edu) vs nvidia_p2p_get_pages + dma_map_pages of the same memory, IOMMU on.
