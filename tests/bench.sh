@@ -6,8 +6,14 @@
 # with the anchor measured in the same run:
 #   - host: the memory manager's core against the kernel's own gpu_buddy
 #     (drivers/gpu/buddy.c of the kernel source, built for user space by
-#     tests/host/build.rs), natively, cargo --release; fields: the largest free
-#     block and the metadata bytes of each after the trace;
+#     tests/host/build.rs at -O2), natively, Rust at the kernel's opt-level 2
+#     with overflow checks (tests/host/Cargo.toml); each trace 5 rounds on
+#     fresh allocators, alternating which side goes first, the median and
+#     min/max of each side, the allocations each side answered and refused
+#     (same_work=no if they differ), the largest free block and the metadata
+#     bytes of each after the trace; the fragmentation lines (frag_*) give
+#     the success of 2 MiB and 8 MiB contiguous requests with nvrs's
+#     compaction on and off (src/bench/frag.rs);
 #   - VM (one boot, TCG, IOMMU on, 2 GiB per emulated GPU): the same traces
 #     against the kernel's gpu_buddy; get_pages + put_pages against
 #     pin_user_pages + unpin of as many bytes of system memory (fields: the
@@ -45,7 +51,7 @@ python3 "$TESTS/vm/run.py" "${VM_MODULES[@]}" --scenario bench --mem 3072 --mem-
 # line by a second row against its per-64 KiB anchor.
 echo "== summary =="
 awk '/^bench: / {
-	name = $2; n = a = r = p = pr = "-"; nlo = nhi = alo = ahi = ""
+	name = $2; n = a = r = p = pr = "-"; nlo = nhi = alo = ahi = okn = fn = oka = fa = same = ""
 	for (i = 3; i <= NF; i++) {
 		split($i, kv, "=")
 		if (kv[1] == "nvrs") n = kv[2]
@@ -57,10 +63,19 @@ awk '/^bench: / {
 		else if (kv[1] == "nvrs_max") nhi = kv[2]
 		else if (kv[1] == "anchor_min") alo = kv[2]
 		else if (kv[1] == "anchor_max") ahi = kv[2]
+		else if (kv[1] == "ok_nvrs") okn = kv[2]
+		else if (kv[1] == "failed_nvrs") fn = kv[2]
+		else if (kv[1] == "ok_anchor") oka = kv[2]
+		else if (kv[1] == "failed_anchor") fa = kv[2]
+		else if (kv[1] == "same_work") same = kv[2]
 	}
 	printf "%-38s %16s %16s %9s", name, n, a, r
 	if (nlo != "")
 		printf "   (nvrs %s-%s, anchor %s-%s)", nlo, nhi, alo, ahi
+	# Requests answered of those made, where they are what the line is about
+	# (the fragmentation lines) or where the two sides did not do the same work.
+	if (okn != "" && (name ~ /^(host_)?frag_/ || same == "no"))
+		printf "   answered: nvrs %d/%d, anchor %d/%d", okn, okn + fn, oka, oka + fa
 	printf "\n"
 	if (p != "-")
 		printf "%-38s %16s %16s %9s\n", "  (against anchor_per64k)", n, p, pr
