@@ -62,16 +62,41 @@ fi
 
 step "host tests (cargo test)"
 log=$OUT/host-tests.log
-{
-	cargo test --manifest-path "$ROOT/tests/host/Cargo.toml" 2>&1
-	# nvrs-smi: unit tests on a snapshot recorded in the VM, and its command line.
-	CARGO_TARGET_DIR="$OUT/smi-host-target" cargo test --locked \
-		--manifest-path "$ROOT/tools/nvrs-smi/Cargo.toml" 2>&1
-} | tee "$log" | grep -E '^test |test result'
-p=$(grep -oE '[0-9]+ passed' "$log" | awk '{s += $1} END {print s + 0}')
-f=$(grep -oE '[0-9]+ failed' "$log" | awk '{s += $1} END {print s + 0}')
-if ! grep -q 'test result: ok' "$log"; then f=$((f + 1)); fi
-record "host cargo test" "$p" "$f"
+: >"$log"
+hp=0
+hf=0
+# host_test NAME ARGS...: one `cargo test`, its verdict from its exit status as
+# well as its counts. A crate that does not compile, or a test binary that
+# crashes, prints no "test result" line of its own, and another crate's
+# "test result: ok" must not stand in for it: cargo's exit status is non-zero
+# then, and every test binary cargo started must have printed its result.
+# --no-fail-fast: a crashed binary does not hide the results of the others.
+host_test() {
+	local name=$1 rc started results l=$OUT/host-$1.log
+	shift
+	"$@" --no-fail-fast >"$l" 2>&1
+	rc=$?
+	cat "$l" >>"$log"
+	grep -E '^test |test result' "$l"
+	hp=$((hp + $(grep -oE '[0-9]+ passed' "$l" | awk '{s += $1} END {print s + 0}')))
+	hf=$((hf + $(grep -oE '[0-9]+ failed' "$l" | awk '{s += $1} END {print s + 0}')))
+	started=$(grep -cE '^ +(Running|Doc-tests) ' "$l")
+	results=$(grep -c '^test result: ' "$l")
+	if [ "$rc" -ne 0 ]; then
+		grep -E '^error|process didn.t exit successfully' "$l"
+		echo "not ok - $name: cargo test exited with status $rc (log: $l)"
+		hf=$((hf + 1))
+	fi
+	if [ "$started" -eq 0 ] || [ "$results" -ne "$started" ]; then
+		echo "not ok - $name: $started test binaries started, $results reported a result"
+		hf=$((hf + 1))
+	fi
+}
+host_test host cargo test --manifest-path "$ROOT/tests/host/Cargo.toml"
+# nvrs-smi: unit tests on a snapshot recorded in the VM, and its command line.
+CARGO_TARGET_DIR="$OUT/smi-host-target" host_test nvrs-smi cargo test --locked \
+	--manifest-path "$ROOT/tools/nvrs-smi/Cargo.toml"
+record "host cargo test" "$hp" "$hf"
 
 step "build nvrs.ko and the C consumer"
 if nvrs_build; then
