@@ -173,13 +173,22 @@ vm() {
 	[ -n "${OWN_MODULES:-}" ] && mods=()
 	python3 "$TESTS/vm/run.py" "${mods[@]}" --log "$OUT/vm-$name-console.log" "$@" |
 		tee "$log"
-	local res
+	# The runner's exit status counts as well as its RESULT line: a runner
+	# that fails after printing one (or prints none) fails the step.
+	local rc=${PIPESTATUS[0]} res p f
 	res=$(grep -E '^RESULT: ' "$log" | tail -n1)
 	if [ -z "$res" ]; then
+		echo "not ok - vm $name: no RESULT line (runner exit status $rc)"
 		record "vm $name" 0 1
 		return
 	fi
-	record "vm $name" "$(echo "$res" | awk '{print $2}')" "$(echo "$res" | awk '{print $4}')"
+	p=$(echo "$res" | awk '{print $2}')
+	f=$(echo "$res" | awk '{print $4}')
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+		echo "not ok - vm $name: the runner exited with status $rc"
+		f=1
+	fi
+	record "vm $name" "$p" "$f"
 }
 
 KUNIT=(--expect-suite nvrs_ident --expect-suite nvrs_emu_identity --expect-suite nvrs_gpus
