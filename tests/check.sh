@@ -24,19 +24,24 @@ set +e
 
 PASSED=0
 FAILED=0
+SKIPPED=0
 SUMMARY=()
 
-# record STEP PASSED FAILED: a step that passed nothing counts as a failure.
+# record STEP PASSED FAILED [SKIPPED]: a step that passed nothing counts as a
+# failure. Skipped tests (KUnit SKIPs) neither pass nor fail, but are shown.
 record() {
+	local skipped=
+	[ -n "${4:-}" ] && skipped=", $4 skipped"
 	PASSED=$((PASSED + $2))
 	FAILED=$((FAILED + $3))
+	SKIPPED=$((SKIPPED + ${4:-0}))
 	if [ "$2" -eq 0 ] && [ "$3" -eq 0 ]; then
 		FAILED=$((FAILED + 1))
 	fi
 	if [ "$3" -eq 0 ] && [ "$2" -gt 0 ]; then
-		SUMMARY+=("PASS $1: $2 passed")
+		SUMMARY+=("PASS $1: $2 passed$skipped")
 	else
-		SUMMARY+=("FAIL $1: $2 passed, $3 failed")
+		SUMMARY+=("FAIL $1: $2 passed, $3 failed$skipped")
 	fi
 }
 
@@ -44,6 +49,7 @@ finish() {
 	echo
 	echo "==== summary ===="
 	printf '%s\n' "${SUMMARY[@]}"
+	echo "$SKIPPED KUnit cases skipped (neither passed nor failed)"
 	echo "$PASSED passed, $FAILED failed"
 	[ "$FAILED" -eq 0 ] && [ "$PASSED" -gt 0 ]
 	exit $?
@@ -175,7 +181,7 @@ vm() {
 		tee "$log"
 	# The runner's exit status counts as well as its RESULT line: a runner
 	# that fails after printing one (or prints none) fails the step.
-	local rc=${PIPESTATUS[0]} res p f
+	local rc=${PIPESTATUS[0]} res p f s
 	res=$(grep -E '^RESULT: ' "$log" | tail -n1)
 	if [ -z "$res" ]; then
 		echo "not ok - vm $name: no RESULT line (runner exit status $rc)"
@@ -184,11 +190,12 @@ vm() {
 	fi
 	p=$(echo "$res" | awk '{print $2}')
 	f=$(echo "$res" | awk '{print $4}')
+	s=$(echo "$res" | sed -n 's/.*, \([0-9]*\) skipped$/\1/p')
 	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
 		echo "not ok - vm $name: the runner exited with status $rc"
 		f=1
 	fi
-	record "vm $name" "$p" "$f"
+	record "vm $name" "$p" "$f" "${s:-0}"
 }
 
 KUNIT=(--expect-suite nvrs_ident --expect-suite nvrs_emu_identity --expect-suite nvrs_gpus
