@@ -19,7 +19,8 @@ suites and the scenario TAP, and fails (exit 1) on any failed or missing
 expected test, on an oops, BUG, WARNING, KASAN report or panic, on a hang
 (timeout), or when the expected suites did not run at all. It prints one
 result line per suite and per scenario, and "RESULT: N passed, N failed, N skipped" (KUnit
-cases that reported SKIP neither pass nor fail).
+cases that reported SKIP neither pass nor fail). On a kernel with kmemleak, a leak scan that
+did not run at the end of the VM is a failure.
 """
 
 import argparse
@@ -189,6 +190,18 @@ def parse_kmemleak(text):
             (ours if record[1] in OUR_COMMS else others).append(tuple(record))
             record = None
     return ours, others
+
+
+def kernel_has_kmemleak(kernel, console):
+    """Whether the kernel was built with kmemleak: its .config, where the image sits in its
+    build tree (arch/x86/boot/bzImage) or beside it, or else kmemleak's own boot messages."""
+    image_dir = os.path.dirname(os.path.abspath(kernel))
+    for d in (os.path.normpath(os.path.join(image_dir, "../../..")), image_dir):
+        config = os.path.join(d, ".config")
+        if os.path.isfile(config):
+            with open(config) as f:
+                return "CONFIG_DEBUG_KMEMLEAK=y\n" in f.read()
+    return re.search(r"^(\[[ 0-9.]*\] )?kmemleak: ", console, re.M) is not None
 
 
 def parse_console(text):
@@ -506,6 +519,12 @@ def main():
             lines.append(f"PASS kmemleak: no leak from the test's processes"
                          f" ({len(others)} from the kernel itself)")
             passed += 1
+    elif kernel_has_kmemleak(args.kernel, console):
+        # A scan that did not run found nothing, which is no verdict.
+        said = re.findall(r"kmemleak-report: (unavailable|scan failed)", console)
+        lines.append("FAIL kmemleak: no leak scan ran at the end of the run on a kernel with "
+                     f"kmemleak ({said[-1] if said else 'the VM never got to it'})")
+        failed += 1
     if hung:
         lines.append(f"FAIL vm: no power-off within {args.timeout} s (hang)")
         failed += 1
