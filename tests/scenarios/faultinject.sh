@@ -88,10 +88,14 @@ sweep "dma-buf import through the RDMA core (pinned)" "0 -12 -5" "alloc A 0 2M ;
 	"ctl dbget 0 %A 0 0x200000 pinned" "ctl dbput 0 ; close A ; free A"
 sweep "dma-buf import through the RDMA core (dynamic)" "0 -12 -5" "alloc A 0 2M ; export A 0 2M" \
 	"ctl dbget 1 %A 0 0x200000 dynamic" "ctl dbput 1 ; close A ; free A"
-# Teardown never allocates: FREE of mapped, pinned memory succeeds whatever fails.
+# Teardown cannot fail: FREE of mapped, pinned memory succeeds whatever allocation
+# fails inside it.
 sweep "FREE of a mapped and pinned allocation" "0" \
 	"alloc A 0 2M ; ctl pin 3 @A 0x10000 ; ctl map 3 ; mapall A" "free A" "ctl put 3"
-sweep "FREE of an exported allocation" "0" "alloc A 0 2M ; export A 0 2M" "free A" "close A"
+# FREE of an exported allocation allocates nothing (a sweep of it injects
+# nothing): the dma-buf holds the memory, and closing it gives the memory back.
+sweep "close of the dma-buf of a freed allocation" "0" "alloc A 0 2M ; export A 0 2M ; free A" \
+	"close A" "count"
 check "no pins left" grep -qx "pins: 0" $D/p2p
 # Probe: bind GPU1 with its N-th allocation failing (unbound again before each try).
 sweep "probe (bind)" "0 -12 -19" "write /sys/bus/pci/drivers/nvrs/unbind $GPU1" \

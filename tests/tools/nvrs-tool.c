@@ -50,7 +50,8 @@
  *                              system call (or fault) failing (fault
  *                              injection, /proc/thread-self/fail-nth), and
  *                              print "fail N injected I result R"; CMD is one
- *                              of alloc, free, ctl, mapall, write, export.
+ *                              of alloc, free, ctl, mapall, write, export,
+ *                              close.
  *                              Without a usable fail-nth (no fault injection
  *                              in the kernel) it prints "fail N unavailable:
  *                              ..." instead and fails
@@ -1184,7 +1185,14 @@ static int run(int argc, char **argv)
 			munmap((void *)slot_dbmap[s], slot_dbsize[s]);
 		slot_dbmap[s] = NULL;
 
+		/*
+		 * The last close releases the dma-buf, and with it the memory
+		 * of a freed allocation (fput's work runs before close returns
+		 * to user space, in this thread: fault injection covers it).
+		 */
+		arm();
 		ret = close(slot_fd[s]) ? -errno : 0;
+		disarm();
 		slot_fd[s] = -1;
 		return ret;
 	}
