@@ -24,19 +24,24 @@ set +e
 
 PASSED=0
 FAILED=0
+SKIPPED=0
 SUMMARY=()
 
-# record STEP PASSED FAILED: a step that passed nothing counts as a failure.
+# record STEP PASSED FAILED [SKIPPED]: a step that passed nothing counts as a
+# failure. Skipped tests (KUnit SKIPs) neither pass nor fail, but are shown.
 record() {
+	local skipped=
+	[ -n "${4:-}" ] && skipped=", $4 skipped"
 	PASSED=$((PASSED + $2))
 	FAILED=$((FAILED + $3))
+	SKIPPED=$((SKIPPED + ${4:-0}))
 	if [ "$2" -eq 0 ] && [ "$3" -eq 0 ]; then
 		FAILED=$((FAILED + 1))
 	fi
 	if [ "$3" -eq 0 ] && [ "$2" -gt 0 ]; then
-		SUMMARY+=("PASS $1: $2 passed")
+		SUMMARY+=("PASS $1: $2 passed$skipped")
 	else
-		SUMMARY+=("FAIL $1: $2 passed, $3 failed")
+		SUMMARY+=("FAIL $1: $2 passed, $3 failed$skipped")
 	fi
 }
 
@@ -44,6 +49,7 @@ finish() {
 	echo
 	echo "==== summary ===="
 	printf '%s\n' "${SUMMARY[@]}"
+	echo "$SKIPPED KUnit cases skipped (neither passed nor failed)"
 	echo "$PASSED passed, $FAILED failed"
 	[ "$FAILED" -eq 0 ] && [ "$PASSED" -gt 0 ]
 	exit $?
@@ -62,16 +68,41 @@ fi
 
 step "host tests (cargo test)"
 log=$OUT/host-tests.log
-{
-	cargo test --manifest-path "$ROOT/tests/host/Cargo.toml" 2>&1
-	# nvrs-smi: unit tests on a snapshot recorded in the VM, and its command line.
-	CARGO_TARGET_DIR="$OUT/smi-host-target" cargo test --locked \
-		--manifest-path "$ROOT/tools/nvrs-smi/Cargo.toml" 2>&1
-} | tee "$log" | grep -E '^test |test result'
-p=$(grep -oE '[0-9]+ passed' "$log" | awk '{s += $1} END {print s + 0}')
-f=$(grep -oE '[0-9]+ failed' "$log" | awk '{s += $1} END {print s + 0}')
-if ! grep -q 'test result: ok' "$log"; then f=$((f + 1)); fi
-record "host cargo test" "$p" "$f"
+: >"$log"
+hp=0
+hf=0
+# host_test NAME ARGS...: one `cargo test`, its verdict from its exit status as
+# well as its counts. A crate that does not compile, or a test binary that
+# crashes, prints no "test result" line of its own, and another crate's
+# "test result: ok" must not stand in for it: cargo's exit status is non-zero
+# then, and every test binary cargo started must have printed its result.
+# --no-fail-fast: a crashed binary does not hide the results of the others.
+host_test() {
+	local name=$1 rc started results l=$OUT/host-$1.log
+	shift
+	"$@" --no-fail-fast >"$l" 2>&1
+	rc=$?
+	cat "$l" >>"$log"
+	grep -E '^test |test result' "$l"
+	hp=$((hp + $(grep -oE '[0-9]+ passed' "$l" | awk '{s += $1} END {print s + 0}')))
+	hf=$((hf + $(grep -oE '[0-9]+ failed' "$l" | awk '{s += $1} END {print s + 0}')))
+	started=$(grep -cE '^ +(Running|Doc-tests) ' "$l")
+	results=$(grep -c '^test result: ' "$l")
+	if [ "$rc" -ne 0 ]; then
+		grep -E '^error|process didn.t exit successfully' "$l"
+		echo "not ok - $name: cargo test exited with status $rc (log: $l)"
+		hf=$((hf + 1))
+	fi
+	if [ "$started" -eq 0 ] || [ "$results" -ne "$started" ]; then
+		echo "not ok - $name: $started test binaries started, $results reported a result"
+		hf=$((hf + 1))
+	fi
+}
+host_test host cargo test --manifest-path "$ROOT/tests/host/Cargo.toml"
+# nvrs-smi: unit tests on a snapshot recorded in the VM, and its command line.
+CARGO_TARGET_DIR="$OUT/smi-host-target" host_test nvrs-smi cargo test --locked \
+	--manifest-path "$ROOT/tools/nvrs-smi/Cargo.toml"
+record "host cargo test" "$hp" "$hf"
 
 step "build nvrs.ko and the C consumer"
 if nvrs_build; then
@@ -148,13 +179,23 @@ vm() {
 	[ -n "${OWN_MODULES:-}" ] && mods=()
 	python3 "$TESTS/vm/run.py" "${mods[@]}" --log "$OUT/vm-$name-console.log" "$@" |
 		tee "$log"
-	local res
+	# The runner's exit status counts as well as its RESULT line: a runner
+	# that fails after printing one (or prints none) fails the step.
+	local rc=${PIPESTATUS[0]} res p f s
 	res=$(grep -E '^RESULT: ' "$log" | tail -n1)
 	if [ -z "$res" ]; then
+		echo "not ok - vm $name: no RESULT line (runner exit status $rc)"
 		record "vm $name" 0 1
 		return
 	fi
-	record "vm $name" "$(echo "$res" | awk '{print $2}')" "$(echo "$res" | awk '{print $4}')"
+	p=$(echo "$res" | awk '{print $2}')
+	f=$(echo "$res" | awk '{print $4}')
+	s=$(echo "$res" | sed -n 's/.*, \([0-9]*\) skipped$/\1/p')
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+		echo "not ok - vm $name: the runner exited with status $rc"
+		f=1
+	fi
+	record "vm $name" "$p" "$f" "${s:-0}"
 }
 
 KUNIT=(--expect-suite nvrs_ident --expect-suite nvrs_emu_identity --expect-suite nvrs_gpus

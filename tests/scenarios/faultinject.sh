@@ -16,12 +16,19 @@ F=/sys/kernel/debug
 check "insmod nvrs" insmod $M/nvrs.ko emulated=1 peer_device=0x123411e8
 check "insmod consumer" insmod $M/nvrs_consumer.ko
 GPU1=$(nvrs_bound | sed -n 2p)
+# Without fault injection in the kernel every sweep would end at N = 1 with
+# "nothing injected": the scenario must fail then, not pass with 0 points.
+check "fault injection available (/proc/thread-self/fail-nth)" test -w /proc/thread-self/fail-nth
+# knob FILE VALUE: writes a fault-injection attribute and reads it back.
+knob() {
+	echo "$2" >"$1" && [ "$(cat "$1")" = "$2" ]
+}
 # Fail sleeping allocations too, of any order, and quietly.
 for f in failslab fail_page_alloc; do
-	echo N >$F/$f/ignore-gfp-wait
-	echo 0 >$F/$f/verbose
+	check "$f: sleeping allocations fail too (ignore-gfp-wait N)" knob $F/$f/ignore-gfp-wait N
+	check "$f: quiet (verbose 0)" knob $F/$f/verbose 0
 done
-echo 0 >$F/fail_page_alloc/min-order
+check "fail_page_alloc: allocations of every order (min-order 0)" knob $F/fail_page_alloc/min-order 0
 POINTS=0
 
 # sweep NAME ALLOWED SETUP CMD CLEANUP: runs
@@ -42,7 +49,8 @@ sweep() {
 		_inj=$(echo "$_line" | awk '{print $4}')
 		_res=$(echo "$_line" | awk '{print $6}')
 		if [ -z "$_line" ]; then
-			_bad="N=$_i: no result"
+			# e.g. "fail N unavailable: fail-nth: ..." (nvrs-tool)
+			_bad="N=$_i: no result: $(grep "^fail $_i " /tmp/fi.out)"
 			break
 		fi
 		if [ "$_inj" = 0 ]; then
@@ -57,6 +65,8 @@ sweep() {
 	done
 	_pts=$((_i - 1))
 	POINTS=$((POINTS + _pts))
+	# Every path allocates: a sweep that injected nothing tested nothing.
+	[ $_pts -gt 0 ] || _bad="$_bad nothing was injected"
 	if [ -z "$_bad" ] && [ $_i -le 600 ]; then
 		ok "$_iame: $_pts injection points, each failed cleanly"
 	else
@@ -78,10 +88,14 @@ sweep "dma-buf import through the RDMA core (pinned)" "0 -12 -5" "alloc A 0 2M ;
 	"ctl dbget 0 %A 0 0x200000 pinned" "ctl dbput 0 ; close A ; free A"
 sweep "dma-buf import through the RDMA core (dynamic)" "0 -12 -5" "alloc A 0 2M ; export A 0 2M" \
 	"ctl dbget 1 %A 0 0x200000 dynamic" "ctl dbput 1 ; close A ; free A"
-# Teardown never allocates: FREE of mapped, pinned memory succeeds whatever fails.
+# Teardown cannot fail: FREE of mapped, pinned memory succeeds whatever allocation
+# fails inside it.
 sweep "FREE of a mapped and pinned allocation" "0" \
 	"alloc A 0 2M ; ctl pin 3 @A 0x10000 ; ctl map 3 ; mapall A" "free A" "ctl put 3"
-sweep "FREE of an exported allocation" "0" "alloc A 0 2M ; export A 0 2M" "free A" "close A"
+# FREE of an exported allocation allocates nothing (a sweep of it injects
+# nothing): the dma-buf holds the memory, and closing it gives the memory back.
+sweep "close of the dma-buf of a freed allocation" "0" "alloc A 0 2M ; export A 0 2M ; free A" \
+	"close A" "count"
 check "no pins left" grep -qx "pins: 0" $D/p2p
 # Probe: bind GPU1 with its N-th allocation failing (unbound again before each try).
 sweep "probe (bind)" "0 -12 -19" "write /sys/bus/pci/drivers/nvrs/unbind $GPU1" \

@@ -18,7 +18,10 @@ else
 	not_ok "fuzzer ran $OPS operations (seed $SEED)"
 fi
 while IFS= read -r l; do diag "  $l"; done </tmp/fuzz.out
-echo "nvrs-fuzz-count: $(sed -n 's/.*: \([0-9]*\) operations; results.*/\1/p' /tmp/fuzz.out)"
+count=$(sed -n 's/.*: \([0-9]*\) operations; results.*/\1/p' /tmp/fuzz.out)
+# Exit status 0 alone is no proof that it ran: its own count must say so.
+check "  it reported $OPS operations or more (${count:-none})" test "${count:-0}" -ge "$OPS"
+echo "nvrs-fuzz-count: $count"
 check_all_returned
 check "rmmod consumer" rmmod nvrs_consumer
 check "rmmod nvrs" rmmod nvrs

@@ -74,15 +74,21 @@ tool "the old pin is put" ctl put 3
 tool "then all of GPU1 can be allocated again" alloc B 1 $FB1 \; free B
 
 # --- 4b. The owning process's exit ends its memory --------------------------
+rm -f /tmp/forkhold.pid
 tool "an owner that exits while a child still holds its file" \
 	alloc A 0 2M \; ctl pin 2 @A 0x10000 \; forkhold 3000
+# Without the child's pid the checks below would look at /proc//status (no
+# such file: "exited") or kill nothing: they need a pid.
+HOLDER=$(cat /tmp/forkhold.pid 2>/dev/null)
+check "  the child's pid was written (/tmp/forkhold.pid: '$HOLDER')" \
+	sh -c "test -n '$HOLDER' && test '$HOLDER' -gt 1"
 tool "  revoked its pin at once" ctl status 2
 check "  callbacks 1 while the child lives" sh -c \
-	"grep -qE 'callbacks 1$' /tmp/tool.out && kill -0 \$(cat /tmp/forkhold.pid)"
+	"grep -qE 'callbacks 1$' /tmp/tool.out && test -n '$HOLDER' && kill -0 '$HOLDER'"
 # The child's exit closes the last reference to the file (an orphan stays a
 # zombie here: nothing reaps it).
-check "  the child exits" sh -c "for i in \$(seq 100); do \
-	grep -qs '^State:.*[RSD]' /proc/\$(cat /tmp/forkhold.pid)/status || exit 0; sleep 0.1; done; exit 1"
+check "  the child exits" sh -c "test -n '$HOLDER' || exit 1; for i in \$(seq 100); do \
+	grep -qs '^State:.*[RSD]' /proc/$HOLDER/status || exit 0; sleep 0.1; done; exit 1"
 
 tool "a child cannot allocate through an inherited file" count \; !EPERM child alloc B 0 64K
 

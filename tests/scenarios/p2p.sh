@@ -14,13 +14,36 @@ check "insmod nvrs" insmod $M/nvrs.ko emulated=1 peer_device=0x123411e8
 check "insmod consumer" insmod $M/nvrs_consumer.ko
 check "/dev/nvrs exists" test -c /dev/nvrs
 GPU1=$(nvrs_bound | sed -n 2p)
+EDU=$(pci_functions 0x1234 0x11e8)
 announce_apertures
+
+# pins_phys: the physical address of the first page of each pin the last
+# tool run made, one a line (the consumer's "pinned ... phys0 P" replies).
+pins_phys() {
+	sed -n 's/^pinned va .* phys0 \(0x[0-9a-f]*\) .*/\1/p' /tmp/tool.out
+}
+
+# same_memory DESCRIPTION: the last tool run made exactly two pins, and both
+# start at the same physical address: the second allocation got the memory
+# the first one freed. Without this, reading zeros proves nothing: memory
+# never handed out before reads zero too.
+same_memory() {
+	_pp=$(pins_phys)
+	if [ "$(echo "$_pp" | wc -w)" = 2 ] && [ "$(echo "$_pp" | sort -u | wc -l)" = 1 ]; then
+		ok "$1 (phys $(echo "$_pp" | sed -n 1p))"
+	else
+		not_ok "$1 (pins at: $(echo $_pp))"
+	fi
+}
 
 tool "pin, map for edu, DMA and verify on GPU0 (2 KiB at two offsets)" \
 	count \; info 0 \; alloc A 0 4M \; ctl pin 0 @A 0x200000 \; ctl map 0 \; \
 	ctl dma 0 0 0x11110000 \; ctl dma 0 0x110000 0x22220000 \; sh "$HOSTSYNC" \; \
 	rd A 0 0x11110000 \; rd A 0x110004 0x22220001 \; \
 	ctl status 0 \; ctl unmap 0 \; ctl put 0 \; free A
+check "  pinned: 2 MiB in 32 entries of 64 KiB" grep -qE "^pinned va 0x[0-9a-f]+ len 0x200000 entries 32 " /tmp/tool.out
+check "  mapped for edu ($EDU): 32 entries" grep -qE "^mapped for $EDU entries 32 " /tmp/tool.out
+check "  the status while mapped" grep -qx "slot 0 pinned 1 mapped 1 persistent 0 callbacks 0" /tmp/tool.out
 GPU0=$(nvrs_bound | sed -n 1p)
 tool "NVRS_IOCTL_GPU_STATS: memory, pins and mappings as nvrs holds them" \
 	stats 0 \; alloc A 0 4M \; ctl pin 0 @A 0x200000 \; ctl map 0 \; stats 0 \; \
@@ -34,12 +57,20 @@ check "  per-size counts: 2 MiB chunks, two of them allocated" grep -qE \
 	"^stats size 2097152 free [0-9]+ allocated 2 split 0 temp_pinned 0$" /tmp/tool.out
 check "  after put and free: nothing used or pinned" sh -c \
 	"sed -n '/^ok free/,\$p' /tmp/tool.out | grep -qE '^stats gpu 0 .* fb_used 0 .* bar1_pinned 0 pins 0 dma_mappings 0 '"
+# A freed root goes back at the head of the free list, so the next 2 MiB
+# allocation gets the same memory; a pin of each tells where it is.
 tool "freed memory is scrubbed before reuse" \
-	alloc A 1 2M \; wr A 0x20000 0xdeadbeef \; free A \; alloc B 1 2M \; rd B 0x20000 0
+	alloc A 1 2M \; wr A 0x20000 0xdeadbeef \; ctl pin 0 @A 0x200000 \; ctl put 0 \; free A \; \
+	alloc B 1 2M \; ctl pin 0 @B 0x200000 \; rd B 0x20000 0 \; ctl put 0 \; free B
+same_memory "  the second allocation got the memory the first one wrote"
 tool "  NVRS_ALLOC_ZERO is accepted (all memory is zeroed)" \
-	alloc A 1 2M \; wr A 0x20000 0xdeadbeef \; free A \; alloc C 1 2M zero \; rd C 0x20000 0
+	alloc A 1 2M \; wr A 0x20000 0xdeadbeef \; ctl pin 0 @A 0x200000 \; ctl put 0 \; free A \; \
+	alloc C 1 2M zero \; ctl pin 0 @C 0x200000 \; rd C 0x20000 0 \; ctl put 0 \; free C
+same_memory "  again the memory the first allocation wrote"
 tool "freeing removes the CPU mappings: a stale one faults" alloc A 1 2M \; !EFAULT usefree A
 tool "  so does process exit with the memory still mapped" alloc A 1 2M \; wr A 0 1
+check "  and the exit gave the memory back" \
+	grep -q "^free_bytes: $(fb_total $GPU1)\$" $D/$GPU1/pmm/stats
 tool "the same on GPU1" \
 	alloc A 1 2M \; ctl pin 0 @A 0x200000 \; ctl map 0 \; \
 	ctl dma 0 0x1f0000 0x33330000 \; sh "$HOSTSYNC" \; rd A 0x1f0000 0x33330000 \; ctl put 0 \; free A
@@ -49,16 +80,19 @@ tool "a table reused from the full quarantine ring maps its own memory" \
 	alloc B 0 2M \; alloc A 0 2M \; ctl benchpin @B 0x10000 8200 \; \
 	ctl pin 0 @A 0x10000 \; ctl map 0 \; ctl dma 0 0x1000 0x66660000 \; sh "$HOSTSYNC" \; \
 	rd A 0x1000 0x66660000 \; rd B 0x1000 0 \; ctl put 0 \; free A \; free B
+check "  the 8200 pins were made" grep -qE "^benchpin len 65536 ns_per_op [0-9]+ entries 1 " /tmp/tool.out
 tool "CPU writes through mmap are seen by the peer's DMA" \
 	alloc A 0 2M \; wr A 0x10000 0x5a5a5a5a \; ctl pin 0 @A 0x20000 \; ctl map 0 \; \
 	ctl dma 0 0x1000 0x44440000 \; sh "$HOSTSYNC" \; rd A 0x10000 0x5a5a5a5a \; ctl put 0 \; free A
 tool "GPU0 memory mapped for GPU1 as the peer" \
 	alloc A 0 2M \; ctl pin 0 @A 0x100000 \; ctl map 0 $GPU1 \; ctl unmap 0 \; ctl put 0 \; free A
+check "  mapped for GPU1 ($GPU1): 16 entries" grep -qE "^mapped for $GPU1 entries 16 " /tmp/tool.out
 tool "a contiguous 8 MiB allocation maps as one run" \
 	alloc A 0 8M contig \; ctl pin 0 @A 0x800000 \; ctl map 0 \; ctl put 0 \; free A
+check "  mapped for edu: 128 entries" grep -qE "^mapped for $EDU entries 128 " /tmp/tool.out
 if [ "$NVRS_IOMMU" = on ]; then
 	# Per-page mapping would hand out 128 separate IOVAs; coalesced, it is one.
-	check "contiguous mapping reported one run" grep -qE "runs 1$" /tmp/tool.out
+	check "contiguous mapping reported one run" grep -qE "^mapped for $EDU entries 128 .* runs 1$" /tmp/tool.out
 fi
 # Freed roots go back on the free list newest first, so the next allocation
 # gets them in reverse; its pieces are put back in address order, so that a
@@ -66,8 +100,9 @@ fi
 tool "memory freed and allocated again maps as one run" \
 	alloc A 0 8M contig \; free A \; alloc B 0 8M \; ctl pin 0 @B 0x800000 \; ctl map 0 \; \
 	ctl put 0 \; free B
+check "  mapped for edu: 128 entries" grep -qE "^mapped for $EDU entries 128 " /tmp/tool.out
 if [ "$NVRS_IOMMU" = on ]; then
-	check "  one run, not four" grep -qE "runs 1$" /tmp/tool.out
+	check "  one run, not four" grep -qE "^mapped for $EDU entries 128 .* runs 1$" /tmp/tool.out
 fi
 
 tool "free while pinned fires the callback once and tears the mapping down" \
@@ -102,10 +137,14 @@ tool "ioctl bad inputs" \
 tool "the whole memory can be pinned; then allocation fails cleanly" \
 	alloc A 1 $(( $(fb_total $GPU1) / 1024 ))K \; ctl pin 6 @A $(fb_total $GPU1) \; \
 	!ENOMEM alloc B 1 64K \; ctl put 6 \; free A
+check "  the pin covers all of it" grep -qE \
+	"^pinned va 0x[0-9a-f]+ len $(printf 0x%x $(fb_total $GPU1)) entries $(($(fb_total $GPU1) / 65536)) " \
+	/tmp/tool.out
 
 GPU0=$(nvrs_bound | sed -n 1p)
 dmesg_mark
 tool "8 threads race pin/put/free/callback for 5 s" race 0 5
+check "  they raced (operations done, none failed)" grep -qE "^race: [1-9][0-9]* operations, 0 errors$" /tmp/tool.out
 check "no pins left" grep -qx "pins: 0" $D/p2p
 check "GPU0 memory all free again" sh -c \
 	"grep -q \"^free_bytes: $(fb_total $GPU0)\$\" $D/$GPU0/pmm/stats"

@@ -18,7 +18,9 @@ tool "8 threads race for $SECONDS_ s" soak 0 "$SECONDS_"
 tool "the consumer's count of callbacks" ctl callbacks
 fired=$(sed -n 's/^callbacks \([0-9]*\)$/\1/p' /tmp/tool.out)
 revoked=$(sed -n 's/^revoked: //p' $D/p2p)
-expect_eq "callbacks fired by nvrs ($revoked) all reached the consumer" "$revoked" "$fired"
+# Two missing counts are equal too: both must be there.
+check "callbacks fired by nvrs (${revoked:-none}) all reached the consumer (${fired:-none})" \
+	sh -c "test -n '$revoked' && test '$revoked' = '$fired'"
 check "some pins were revoked" test "${revoked:-0}" -gt 0
 check_all_returned
 check "rmmod consumer" rmmod nvrs_consumer

@@ -50,7 +50,11 @@
  *                              system call (or fault) failing (fault
  *                              injection, /proc/thread-self/fail-nth), and
  *                              print "fail N injected I result R"; CMD is one
- *                              of alloc, free, ctl, mapall, write, export
+ *                              of alloc, free, ctl, mapall, write, export,
+ *                              close.
+ *                              Without a usable fail-nth (no fault injection
+ *                              in the kernel) it prints "fail N unavailable:
+ *                              ..." instead and fails
  *   write FILE TEXT            write TEXT to FILE (e.g. a driver's bind file)
  *   soak GPU SECONDS           8 threads for SECONDS: pin / map / unmap / put
  *                              with a gdrdrv-style consumer whose callback
@@ -185,8 +189,21 @@ static int open_dev(void)
 	return fd < 0 ? -errno : 0;
 }
 
-/* Fault injection: the N-th allocation of the armed region fails. */
-static int fail_n, fail_fd = -1, fail_injected;
+/*
+ * Fault injection: the N-th allocation of the armed region fails. fail_errno
+ * is the first error of fail-nth itself (cannot be opened, written or read
+ * back): then nothing was armed or what was injected is unknown, and the
+ * fail command says so instead of reporting "injected 0", which would read
+ * as "CMD needs fewer than N allocations".
+ */
+static int fail_n, fail_fd = -1, fail_injected, fail_errno;
+
+static void fail_nth_error(const char *what)
+{
+	if (!fail_errno)
+		fail_errno = errno ? errno : EIO;
+	perror(what);
+}
 
 static void arm(void)
 {
@@ -196,8 +213,10 @@ static void arm(void)
 		return;
 	if (fail_fd < 0)
 		fail_fd = open("/proc/thread-self/fail-nth", O_RDWR | O_CLOEXEC);
-	if (fail_fd >= 0 && pwrite(fail_fd, b, snprintf(b, sizeof(b), "%d", fail_n), 0) < 0)
-		perror("fail-nth");
+	if (fail_fd < 0)
+		fail_nth_error("open /proc/thread-self/fail-nth");
+	else if (pwrite(fail_fd, b, snprintf(b, sizeof(b), "%d", fail_n), 0) < 0)
+		fail_nth_error("write fail-nth");
 }
 
 static void disarm(void)
@@ -208,9 +227,11 @@ static void disarm(void)
 		return;
 	if (pread(fail_fd, b, sizeof(b) - 1, 0) > 0)
 		fail_injected = atoi(b) == 0;
+	else
+		fail_nth_error("read fail-nth");
 	/* Writing 0 disables what was not injected. */
 	if (pwrite(fail_fd, "0", 1, 0) < 0)
-		perror("fail-nth");
+		fail_nth_error("write fail-nth");
 }
 
 static int do_ctl(char *const *argv, int argc)
@@ -1114,8 +1135,16 @@ static int run(int argc, char **argv)
 	if (!strcmp(cmd, "fail") && argc >= 3) {
 		fail_n = atoi(argv[1]);
 		fail_injected = 0;
+		fail_errno = 0;
 		ret = run(argc - 2, argv + 2);
-		printf("fail %d injected %d result %d\n", fail_n, fail_injected, ret);
+		if (fail_errno) {
+			/* No "injected" line: a sweep must not take this for a result. */
+			printf("fail %d unavailable: fail-nth: %s (result %d)\n", fail_n,
+			       strerror(fail_errno), ret);
+			ret = -fail_errno;
+		} else {
+			printf("fail %d injected %d result %d\n", fail_n, fail_injected, ret);
+		}
 		fail_n = 0;
 		return ret;
 	}
@@ -1156,7 +1185,14 @@ static int run(int argc, char **argv)
 			munmap((void *)slot_dbmap[s], slot_dbsize[s]);
 		slot_dbmap[s] = NULL;
 
+		/*
+		 * The last close releases the dma-buf, and with it the memory
+		 * of a freed allocation (fput's work runs before close returns
+		 * to user space, in this thread: fault injection covers it).
+		 */
+		arm();
 		ret = close(slot_fd[s]) ? -errno : 0;
+		disarm();
 		slot_fd[s] = -1;
 		return ret;
 	}

@@ -18,7 +18,9 @@ The runner captures the serial console, extracts the KTAP output of KUnit
 suites and the scenario TAP, and fails (exit 1) on any failed or missing
 expected test, on an oops, BUG, WARNING, KASAN report or panic, on a hang
 (timeout), or when the expected suites did not run at all. It prints one
-result line per suite and per scenario, and "RESULT: N passed, N failed".
+result line per suite and per scenario, and "RESULT: N passed, N failed, N skipped" (KUnit
+cases that reported SKIP neither pass nor fail). On a kernel with kmemleak, a leak scan that
+did not run at the end of the VM is a failure.
 """
 
 import argparse
@@ -190,12 +192,25 @@ def parse_kmemleak(text):
     return ours, others
 
 
+def kernel_has_kmemleak(kernel, console):
+    """Whether the kernel was built with kmemleak: its .config, where the image sits in its
+    build tree (arch/x86/boot/bzImage) or beside it, or else kmemleak's own boot messages."""
+    image_dir = os.path.dirname(os.path.abspath(kernel))
+    for d in (os.path.normpath(os.path.join(image_dir, "../../..")), image_dir):
+        config = os.path.join(d, ".config")
+        if os.path.isfile(config):
+            with open(config) as f:
+                return "CONFIG_DEBUG_KMEMLEAK=y\n" in f.read()
+    return re.search(r"^(\[[ 0-9.]*\] )?kmemleak: ", console, re.M) is not None
+
+
 def parse_console(text):
     """Returns (suites, scenarios, problems).
 
-    suites: {name: [passed, failed, suite_ok or None]} from KUnit KTAP. A suite runs each
-    time its module is loaded; cases are counted from its first run, and a failure in any
-    later run still counts as a failure.
+    suites: {name: [passed, failed, suite_ok or None, skipped]} from KUnit KTAP. A suite runs
+    each time its module is loaded; cases are counted from its first run, and a failure in any
+    later run still counts as a failure. Cases that report "# SKIP" neither pass nor fail, but
+    are counted (from the first run) so that the result lines show them.
     scenarios: {name: [passed, failed, finished]} from "nvrs-tap:" lines.
     """
     suites, scenarios, problems = {}, {}, []
@@ -228,7 +243,7 @@ def parse_console(text):
         if m:
             subtest_at[len(m.group(1))] = m.group(2)
             rerun[len(m.group(1))] = m.group(2) in suites and suites[m.group(2)][2] is not None
-            suites.setdefault(m.group(2), [0, 0, None])
+            suites.setdefault(m.group(2), [0, 0, None, 0])
             continue
         m = RESULT.match(line)
         if m:
@@ -236,7 +251,11 @@ def parse_console(text):
             directive = m.group(5) or ""
             if indent in subtest_at and indent > 0:
                 s = suites[subtest_at[indent]]
-                if "SKIP" in directive or (rerun.get(indent) and status == "ok"):
+                if "SKIP" in directive:
+                    if not rerun.get(indent):
+                        s[3] += 1
+                    continue
+                if rerun.get(indent) and status == "ok":
                     continue
                 s[0 if status == "ok" else 1] += 1
             elif name in suites:
@@ -464,12 +483,14 @@ def main():
                 pass
         shutil.rmtree(workdir, ignore_errors=True)
 
-    passed = failed = 0
+    passed = failed = skipped = 0
     lines = []
-    for name, (p, f, ok) in sorted(suites.items()):
+    for name, (p, f, ok, sk) in sorted(suites.items()):
         good = f == 0 and ok is not False and (p > 0)
-        lines.append(f"{'PASS' if good else 'FAIL'} kunit {name}: {p} passed, {f} failed")
+        lines.append(f"{'PASS' if good else 'FAIL'} kunit {name}: {p} passed, {f} failed, "
+                     f"{sk} skipped")
         passed, failed = passed + p, failed + f + (0 if good or f else 1)
+        skipped += sk
     for name in args.expect_suite:
         if name not in suites:
             lines.append(f"FAIL kunit {name}: did not run")
@@ -498,6 +519,12 @@ def main():
             lines.append(f"PASS kmemleak: no leak from the test's processes"
                          f" ({len(others)} from the kernel itself)")
             passed += 1
+    elif kernel_has_kmemleak(args.kernel, console):
+        # A scan that did not run found nothing, which is no verdict.
+        said = re.findall(r"kmemleak-report: (unavailable|scan failed)", console)
+        lines.append("FAIL kmemleak: no leak scan ran at the end of the run on a kernel with "
+                     f"kmemleak ({said[-1] if said else 'the VM never got to it'})")
+        failed += 1
     if hung:
         lines.append(f"FAIL vm: no power-off within {args.timeout} s (hang)")
         failed += 1
@@ -511,7 +538,7 @@ def main():
     print("\n".join(lines))
     print(f"vm: {args.topology} topology, {len(specs)} emulated GPUs, {elapsed:.1f} s"
           + (f", log {args.log}" if args.log else ""))
-    print(f"RESULT: {passed} passed, {failed} failed")
+    print(f"RESULT: {passed} passed, {failed} failed, {skipped} skipped")
     sys.exit(1 if failed or passed == 0 else 0)
 
 
