@@ -368,9 +368,7 @@ impl<S: Storage> Pmm<S> {
         }
         let first = ChunkId::new(id.root(), start + 1);
         if child_state == State::Free {
-            for k in (0..f).rev() {
-                self.push_free(ChunkId::new(id.root(), start + 1 + k))?;
-            }
+            self.push_group(id.root(), start + 1, f)?;
         }
         Ok(first)
     }
