@@ -155,6 +155,27 @@ mod tests {
     }
 
     #[test]
+    fn high_alloc_at_touches_one_page() -> Result {
+        // A 1 TiB manager: an allocation at its top root gives metadata to that root's page of
+        // 512 roots and the directory of pages (in KVVecs), not to the 524287 roots below.
+        let size = 1u64 << 40;
+        let mut pmm = Pmm::<KernelStorage>::new(0, size, PMM_CHUNKS_DEFAULT).map_err(err)?;
+        assert_eq!(pmm.metadata_bytes(), 0);
+        let top = pmm
+            .alloc_at(size - ROOT_CHUNK_SIZE, SZ_64K, MemType::Kernel)
+            .map_err(err)?;
+        assert!(pmm.metadata_bytes() < 128 << 10);
+        assert!(pmm.check().is_ok());
+        let s = pmm.stats();
+        assert_eq!(s.free_bytes, size - SZ_64K);
+        assert_eq!(s.largest_free, size - ROOT_CHUNK_SIZE);
+        assert_eq!(pmm.free(top, Zero::Dirty).map_err(err)?, FreeOutcome::Freed);
+        assert_eq!(pmm.largest_free(), size);
+        assert!(pmm.check().is_ok());
+        Ok(())
+    }
+
+    #[test]
     fn transition_table() {
         let mut legal = 0;
         for from in State::ALL {

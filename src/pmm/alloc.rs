@@ -211,29 +211,12 @@ impl<S: Storage> Pmm<S> {
         if n == 0 {
             return Err(PmmError::BadSize);
         }
-        let mut start = 0usize;
-        let mut len = 0u64;
-        for i in 0..self.root_count() {
-            let Some(r) = self.root_at(i) else { break };
-            if r.node.state == State::Free {
-                if len == 0 {
-                    start = i;
-                }
-                len += 1;
-                if len == n {
-                    break;
-                }
-            } else {
-                len = 0;
-            }
-        }
-        if len != n {
+        let Some(first) = self.free_run(n) else {
             self.alloc_failures = self.alloc_failures.saturating_add(1);
             return Err(PmmError::NoSpace);
-        }
-        let first = u32::try_from(start).map_err(|_| PmmError::Corrupt)?;
+        };
         let run = u32::try_from(n).map_err(|_| PmmError::Corrupt)?;
-        if let Err(e) = self.touch(first + (run - 1)) {
+        if let Err(e) = self.touch_range(first, first + (run - 1)) {
             self.alloc_failures = self.alloc_failures.saturating_add(1);
             return Err(e);
         }
@@ -248,6 +231,39 @@ impl<S: Storage> Pmm<S> {
         }
         self.root_mut(ChunkId::new(first, 0))?.run = run;
         Ok(ChunkId::new(first, 0))
+    }
+
+    /// The first of the lowest `n` adjacent free roots, if any: O(touched roots + pages), an
+    /// untouched page counting as a whole.
+    fn free_run(&self, n: u64) -> Option<u32> {
+        let mut start = 0u32;
+        let mut len = 0u64;
+        for span in self.roots.spans() {
+            let Some(roots) = span.roots else {
+                if len == 0 {
+                    start = span.first;
+                }
+                len += u64::from(span.len);
+                if len >= n {
+                    return Some(start);
+                }
+                continue;
+            };
+            for (i, r) in span.indices().zip(roots.iter()) {
+                if r.node.state != State::Free {
+                    len = 0;
+                    continue;
+                }
+                if len == 0 {
+                    start = i;
+                }
+                len += 1;
+                if len == n {
+                    return Some(start);
+                }
+            }
+        }
+        None
     }
 
     /// Confirms a user allocation: [`State::TempPinned`] → [`State::Allocated`] (for a contiguous
@@ -352,9 +368,7 @@ impl<S: Storage> Pmm<S> {
         }
         let first = ChunkId::new(id.root(), start + 1);
         if child_state == State::Free {
-            for k in (0..f).rev() {
-                self.push_free(ChunkId::new(id.root(), start + 1 + k))?;
-            }
+            self.push_group(id.root(), start + 1, f)?;
         }
         Ok(first)
     }

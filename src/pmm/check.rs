@@ -6,8 +6,9 @@
 //! smaller size, at the right offsets and point back to it; its free-children count; that no
 //! split chunk has only free children (free memory is fully merged); that a root has a sub-chunk
 //! table exactly while split; the types of sub-chunks; that pins and the revoking mark sit on
-//! allocated chunks only; contiguous runs; every free list's links, length and membership; and
-//! that the chunks not split cover every byte exactly once.
+//! allocated chunks only; contiguous runs; every free list's links, length and membership; the
+//! root table's own bookkeeping (its directory, pages, touched count and first untouched page);
+//! and that the chunks not split cover every byte exactly once.
 
 use super::chunk::{ChunkId, Node, State, CONTIG_TAIL, KERNEL, REVOKING, STATES, UNUSED};
 use super::{Pmm, Storage, MAX_SIZES};
@@ -20,8 +21,14 @@ impl<S: Storage> Pmm<S> {
         let mut leaf_bytes = 0u64;
         let mut run_left = 0u32;
         let mut run_state = State::Free;
-        for (r, root) in self.roots.iter().enumerate() {
-            let r = u32::try_from(r).map_err(|_| "root index")?;
+        let mut next = 0u32;
+        self.roots.check()?;
+        for (r, root) in self.roots.iter() {
+            // A run is touched whole: untouched roots (skipped here) never end one.
+            if r != next && run_left > 0 {
+                return Err("contiguous run over untouched roots");
+            }
+            next = r.saturating_add(1);
             let n = &root.node;
             if n.level != self.top() || n.offset != 0 {
                 return Err("root level or offset");
@@ -81,11 +88,9 @@ impl<S: Storage> Pmm<S> {
         if run_left != 0 {
             return Err("run past the end");
         }
-        // Untouched roots: free, unsplit, on no list.
+        // Untouched roots: free, unsplit, on no list (the lists hold touched chunks only: see
+        // `check_lists`).
         let untouched = self.untouched_count();
-        if self.roots.len() > self.root_count() {
-            return Err("more touched roots than roots");
-        }
         if let Some(c) = counts
             .get_mut(State::Free.index())
             .and_then(|c| c.get_mut(usize::from(self.top())))
@@ -188,6 +193,9 @@ impl<S: Storage> Pmm<S> {
             let mut id = list.first;
             let mut len = 0u64;
             while id != ChunkId::NIL {
+                if self.roots.get(id.root()).is_none() {
+                    return Err("untouched root on a free list");
+                }
                 let n = self.node(id).map_err(|_| "dead chunk on a free list")?;
                 // The first chunk's `prev` is not kept.
                 if n.state != State::Free || (prev != ChunkId::NIL && n.prev != prev) {

@@ -206,7 +206,7 @@ impl<S: Storage> Pmm<S> {
         goal: Goal,
         b: &mut PlanBuffers<S>,
     ) -> Result<u64, PmmError> {
-        let roots = self.total;
+        let roots = self.roots.total();
         clear(&mut b.costs);
         clear(&mut b.chosen);
         clear(&mut b.windows);
@@ -266,7 +266,7 @@ impl<S: Storage> Pmm<S> {
     ) -> Result<u64, PmmError> {
         clear(out);
         clear(extents);
-        let roots = self.total;
+        let roots = self.roots.total();
         // Free extents outside the chosen roots, in roots that may take user chunks.
         for r in 0..roots {
             if chosen.get(idx(r)).copied().unwrap_or(true) {

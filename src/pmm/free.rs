@@ -111,16 +111,20 @@ impl<S: Storage> Pmm<S> {
     /// Merges the ancestors of a chunk that just became free while all their children are free.
     fn merge_up(&mut self, mut id: ChunkId) -> Result<(), PmmError> {
         while let Some(parent) = self.parent(id)? {
-            let p = self.node(parent)?;
+            let p = *self.node(parent)?;
             let f = self.fanout(p.level).ok_or(PmmError::Corrupt)?;
             if p.free_children != f {
                 return Ok(());
             }
+            if p.state != State::IsSplit {
+                return Err(PmmError::Corrupt);
+            }
             let mut all_zeroed = true;
             for k in 0..f {
-                let c = self.child(parent, k)?;
-                all_zeroed &= self.node(c)?.has(ZEROED);
-                self.unlink_free(c)?;
+                // Child `k` (see `Pmm::child`), read once as it leaves its list.
+                let slot = p.children.checked_add(k + 1).ok_or(PmmError::Corrupt)?;
+                let flags = self.unlink_free(ChunkId::new(parent.root(), slot))?;
+                all_zeroed &= flags & ZEROED != 0;
             }
             self.drop_children(parent, State::Free)?;
             self.apply(parent, Event::MergeFree)?;

@@ -75,16 +75,54 @@ impl<S: Storage> Pmm<S> {
         Ok(())
     }
 
-    /// Takes a free chunk off its list.
-    pub(super) fn unlink_free(&mut self, id: ChunkId) -> Result<(), PmmError> {
+    /// Puts the free chunks of slots `first..first + n` of root `r`, consecutive and all
+    /// belonging on one list, at the front of that list, `first` first: what `n` pushes from the
+    /// last slot down would do, with one root lookup for the group (a split's children).
+    pub(super) fn push_group(&mut self, r: u32, first: u16, n: u16) -> Result<(), PmmError> {
+        let top = self.top();
+        let end = first.checked_add(n).ok_or(PmmError::Corrupt)?;
+        let mut slots = Self::slots_in(&mut self.roots, r)?;
+        let key = list_key(slots.get(first)?, top);
+        let list = self.lists.get_mut(key).ok_or(PmmError::Corrupt)?;
+        let old = list.first;
+        for s in first..end {
+            let node = slots.get(s)?;
+            if node.state != State::Free || list_key(node, top) != key {
+                return Err(PmmError::Corrupt);
+            }
+            // The list's first chunk keeps no `prev`.
+            node.prev = if s == first {
+                ChunkId::NIL
+            } else {
+                ChunkId::new(r, s - 1)
+            };
+            node.next = if s + 1 == end {
+                old
+            } else {
+                ChunkId::new(r, s + 1)
+            };
+        }
+        if end == first {
+            return Ok(());
+        }
+        list.first = ChunkId::new(r, first);
+        list.len = list.len.saturating_add(u64::from(n));
+        if old != ChunkId::NIL {
+            Self::node_in(&mut self.roots, old)?.prev = ChunkId::new(r, end - 1);
+        }
+        Ok(())
+    }
+
+    /// Takes a free chunk off its list; returns its flags.
+    pub(super) fn unlink_free(&mut self, id: ChunkId) -> Result<u8, PmmError> {
         self.take_free(id, None)
     }
 
     /// Takes a free chunk off its list and, with `event`, moves it out of [`State::Free`] as
     /// [`Pmm::apply`] would (the allocation fast path): one root lookup for the first chunk of
-    /// a list. Nothing changes if `event` is illegal.
+    /// a list. Nothing changes if `event` is illegal. Returns the chunk's flags.
     #[inline(always)]
-    pub(super) fn take_free(&mut self, id: ChunkId, event: Option<Event>) -> Result<(), PmmError> {
+    pub(super) fn take_free(&mut self, id: ChunkId, event: Option<Event>) -> Result<u8, PmmError> {
         let top = self.top();
         let mut slots = Self::slots_in(&mut self.roots, id.root())?;
         let n = slots.get(id.sub())?;
@@ -109,7 +147,7 @@ impl<S: Storage> Pmm<S> {
         n.prev = ChunkId::NIL;
         n.next = ChunkId::NIL;
         n.state = to;
-        let (level, parent) = (n.level, n.parent);
+        let (level, parent, flags) = (n.level, n.parent, n.flags);
         if to != State::Free && id.sub() != 0 {
             let p = slots.get(parent)?;
             p.free_children = p.free_children.checked_sub(1).ok_or(PmmError::Corrupt)?;
@@ -120,7 +158,7 @@ impl<S: Storage> Pmm<S> {
         if !first {
             self.link_neighbours(prev, next)?;
         }
-        Ok(())
+        Ok(flags)
     }
 
     /// Links `prev` and `next`, the neighbours of a chunk taken from the middle of a list (a

@@ -32,16 +32,21 @@
 //!
 //! # Memory
 //!
-//! Metadata is created lazily, as `gpu_buddy` does: a new manager allocates nothing per root,
-//! whatever its size. Roots never touched since then are *untouched*: free, dirty, typeless and
-//! unsplit, implicitly at the end of the dirty root list. Only the prefix of roots up to the
-//! highest one ever touched has metadata ([`Pmm::touch`]); allocation takes freed roots before
-//! untouched ones, so that prefix grows only as the memory in use does. A touched unsplit root
-//! costs 64 bytes (checked at compile time). A split root owns a table of its
-//! sub-chunks (28 bytes each), allocated when the root splits and freed when it merges back;
-//! groups of children freed by a merge below the root are recycled within that table.
-//! All metadata allocation goes through [`Storage`]; every failure is returned as
-//! [`PmmError::OutOfMemory`] with the manager unchanged.
+//! Metadata is created lazily, as `gpu_buddy` does: a new manager allocates nothing, whatever
+//! its size. Roots never touched since then are *untouched*: free, dirty, typeless and unsplit,
+//! implicitly at the end of the dirty root list. Root metadata lives in a two-level table
+//! ([`roots`]): a directory of pages of 512 roots (1 GiB of GPU memory each), a page allocated
+//! when one of its roots is first touched ([`Pmm::touch`]), its roots then put on the dirty root
+//! list lowest first, so metadata follows the regions in use, not the highest address ever used:
+//! an exact-address allocation at the top of 1 TiB costs one 32 KiB page and a 24 KiB directory.
+//! Pages are never freed; allocation takes touched free roots before untouched ones (the lowest
+//! untouched page next), so pages are added only as the memory in use grows. Reaching a root is
+//! one indexed load more than a flat array. A touched unsplit root costs 64 bytes (checked at
+//! compile time). A split root owns a table of its sub-chunks (28 bytes each), allocated when the
+//! root splits and freed when it merges back; groups of children freed by a merge below the root
+//! are recycled within that table. All metadata allocation goes through [`Storage`]; every
+//! failure is returned as [`PmmError::OutOfMemory`] with the manager unchanged (a page added
+//! before the failure stays, its roots free as untouched ones are).
 //!
 //! This module is pure: it uses `core` only, so it builds into `nvrs.ko` and into `tests/host`.
 
@@ -53,17 +58,21 @@ mod error;
 mod free;
 mod freelist;
 mod query;
+mod roots;
 pub(crate) mod stats;
 pub(crate) mod storage;
 
 pub(crate) use chunk::{transition, ChunkId, Event, MemType, State, STATES};
 pub(crate) use compact::CompactStats;
 pub(crate) use error::PmmError;
+#[cfg(test)]
+pub(crate) use roots::PAGE_ROOTS;
 pub(crate) use storage::{ChunkVec, OutOfMemory, Storage};
 
 use crate::hwref::{SizeMask, ROOT_CHUNK_SIZE, SZ_4K};
 use chunk::{Node, MAX_ROOTS, UNUSED};
 use freelist::{ListHead, LISTS};
+use roots::{Root, RootTable};
 
 /// Most chunk sizes per manager, the root included (UVM's `UVM_MAX_CHUNK_SIZES`).
 pub(crate) const MAX_SIZES: usize = 4;
@@ -139,24 +148,12 @@ impl<'a> Slots<'a> {
     }
 }
 
-/// A root chunk.
-struct Root<S: Storage> {
-    /// The root's own chunk metadata.
-    node: Node,
-    /// Roots in the contiguous run this root starts (1 for an ordinary root).
-    run: u32,
-    /// Present while the root is split.
-    sub: Option<SubTree<S>>,
-}
-
 /// The physical memory manager of one GPU's framebuffer.
 pub(crate) struct Pmm<S: Storage> {
     /// Framebuffer offset of root 0.
     base: u64,
-    /// The touched roots, by address: roots `roots.len()..total` are untouched.
-    roots: S::Vec<Root<S>>,
-    /// Roots managed.
-    total: u32,
+    /// The roots' metadata, for the touched ones.
+    roots: RootTable<S>,
     /// What an untouched root is (read-only queries see it for every untouched root).
     untouched: Root<S>,
     /// The chunk sizes, smallest first; `sizes[levels - 1]` is the root.
@@ -227,8 +224,7 @@ impl<S: Storage> Pmm<S> {
         }
         let pmm = Pmm {
             base,
-            roots: S::Vec::new(),
-            total,
+            roots: RootTable::new(total),
             untouched: Root {
                 node: Node::new(State::Free, top, 0, 0, 0),
                 run: 1,
@@ -252,12 +248,7 @@ impl<S: Storage> Pmm<S> {
 
     /// Number of roots.
     pub(crate) fn root_count(&self) -> usize {
-        usize::try_from(self.total).unwrap_or(usize::MAX)
-    }
-
-    /// Number of untouched roots (the last ones).
-    fn untouched_count(&self) -> u64 {
-        u64::from(self.total).saturating_sub(u64::try_from(self.roots.len()).unwrap_or(u64::MAX))
+        usize::try_from(self.roots.total()).unwrap_or(usize::MAX)
     }
 
     /// Number of free roots: on the root lists, or untouched.
@@ -271,66 +262,13 @@ impl<S: Storage> Pmm<S> {
 
     /// Bytes managed.
     pub(crate) fn total_bytes(&self) -> u64 {
-        u64::from(self.total).saturating_mul(ROOT_CHUNK_SIZE)
+        u64::from(self.roots.total()).saturating_mul(ROOT_CHUNK_SIZE)
     }
 
-    /// Root `r`: its metadata if touched, the untouched root's otherwise.
-    fn root_at(&self, r: usize) -> Option<&Root<S>> {
-        match self.roots.get(r) {
-            Some(root) => Some(root),
-            None if r < self.root_count() => Some(&self.untouched),
-            None => None,
-        }
-    }
-
-    /// Gives roots up to `r` their metadata, putting the newly touched ones at the front of the
-    /// dirty root list, so that `r` can be changed. All or nothing.
-    #[inline(always)]
-    fn touch(&mut self, r: u32) -> Result<(), PmmError> {
-        match usize::try_from(r) {
-            // Every allocation asks: an inlined test, and a call only when roots are added.
-            Ok(i) if i < self.roots.len() => Ok(()),
-            _ => self.touch_more(r),
-        }
-    }
-
-    /// [`Pmm::touch`] for a root not touched yet.
-    fn touch_more(&mut self, r: u32) -> Result<(), PmmError> {
-        let have = self.roots.len();
-        let want = usize::try_from(r).map_err(|_| PmmError::InvalidId)? + 1;
-        if want <= have {
-            return Ok(());
-        }
-        if r >= self.total {
-            return Err(PmmError::InvalidId);
-        }
-        self.roots.try_reserve(want - have)?;
-        for i in have..want {
-            let root = Root {
-                node: self.untouched.node,
-                run: 1,
-                sub: None,
-            };
-            self.roots.try_push(root)?;
-            let id = ChunkId::new(u32::try_from(i).map_err(|_| PmmError::Corrupt)?, 0);
-            self.push_free(id)?;
-        }
-        Ok(())
-    }
-
-    /// The first untouched root, if any.
-    fn first_untouched(&self) -> Option<ChunkId> {
-        let r = u32::try_from(self.roots.len()).ok()?;
-        (r < self.total).then(|| ChunkId::new(r, 0))
-    }
-
-    /// Bytes of metadata in use: the touched roots, and the sub-chunk tables of split roots.
+    /// Bytes of metadata in use: the root table (its directory and pages, see [`roots`]), and
+    /// the sub-chunk tables of split roots.
     pub(crate) fn metadata_bytes(&self) -> usize {
-        let roots = self
-            .roots
-            .len()
-            .saturating_mul(core::mem::size_of::<Root<S>>());
-        self.roots.iter().fold(roots, |acc, r| {
+        self.roots.iter().fold(self.roots.bytes(), |acc, (_, r)| {
             let subs = r.sub.as_ref().map_or(0, |t| t.nodes.len());
             acc.saturating_add(subs.saturating_mul(core::mem::size_of::<Node>()))
         })
@@ -367,14 +305,12 @@ impl<S: Storage> Pmm<S> {
 
     /// The root of `id`.
     fn root_ref(&self, id: ChunkId) -> Result<&Root<S>, PmmError> {
-        let i = usize::try_from(id.root()).map_err(|_| PmmError::InvalidId)?;
-        self.root_at(i).ok_or(PmmError::InvalidId)
+        self.root_at(id.root()).ok_or(PmmError::InvalidId)
     }
 
     /// The root of `id`, mutably (touched roots only: see [`Pmm::touch`]).
     fn root_mut(&mut self, id: ChunkId) -> Result<&mut Root<S>, PmmError> {
-        let i = usize::try_from(id.root()).map_err(|_| PmmError::InvalidId)?;
-        self.roots.get_mut(i).ok_or(PmmError::InvalidId)
+        self.roots.get_mut(id.root()).ok_or(PmmError::InvalidId)
     }
 
     /// The metadata of a live chunk.
@@ -399,14 +335,13 @@ impl<S: Storage> Pmm<S> {
     /// The metadata of a live chunk in `roots`, mutably: borrows the roots alone, so the free
     /// lists can be updated alongside.
     #[inline(always)]
-    fn node_in(roots: &mut [Root<S>], id: ChunkId) -> Result<&mut Node, PmmError> {
+    fn node_in(roots: &mut RootTable<S>, id: ChunkId) -> Result<&mut Node, PmmError> {
         Self::slots_in(roots, id.root())?.into_node(id.sub())
     }
 
     /// The chunks of touched root `r` in `roots`, mutably (see [`Slots`]).
-    fn slots_in(roots: &mut [Root<S>], r: u32) -> Result<Slots<'_>, PmmError> {
-        let i = usize::try_from(r).map_err(|_| PmmError::InvalidId)?;
-        let root = roots.get_mut(i).ok_or(PmmError::InvalidId)?;
+    fn slots_in(roots: &mut RootTable<S>, r: u32) -> Result<Slots<'_>, PmmError> {
+        let root = roots.get_mut(r).ok_or(PmmError::InvalidId)?;
         let subs = match root.sub.as_mut() {
             Some(tree) => &mut tree.nodes[..],
             None => &mut [],

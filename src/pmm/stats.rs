@@ -11,7 +11,8 @@
 //!   free): 0 means all free memory is one extent, values near 1000 mean it is scattered in
 //!   small pieces. Integer arithmetic only (the kernel has no floating point).
 //!
-//! Counts are kept as chunks change state; the largest free block scans the roots (O(roots)).
+//! Counts are kept as chunks change state; the largest free block scans the touched roots and
+//! counts untouched pages whole (O(touched roots + pages)).
 
 use core::fmt;
 
@@ -139,7 +140,7 @@ impl<S: Storage> Pmm<S> {
             sizes: self.sizes,
             levels: self.levels,
             chunks: self.counts(),
-            roots: u64::from(self.total),
+            roots: u64::from(self.roots.total()),
             total_bytes: self.total_bytes(),
             free_bytes: 0,
             zeroed_free_bytes: 0,
@@ -167,16 +168,22 @@ impl<S: Storage> Pmm<S> {
     pub(crate) fn largest_free(&self) -> u64 {
         let mut best = 0u64;
         let mut run = 0u64;
-        for r in self.roots.iter() {
-            if r.node.state == State::Free {
-                run += 1;
+        for span in self.roots.spans() {
+            let Some(roots) = span.roots else {
+                // Untouched roots are free.
+                run += u64::from(span.len);
                 best = best.max(run);
-            } else {
-                run = 0;
+                continue;
+            };
+            for r in roots {
+                if r.node.state == State::Free {
+                    run += 1;
+                    best = best.max(run);
+                } else {
+                    run = 0;
+                }
             }
         }
-        // The untouched roots are free and follow the touched ones.
-        best = best.max(run + self.untouched_count());
         if best != 0 {
             return best.saturating_mul(ROOT_CHUNK_SIZE);
         }
@@ -196,7 +203,7 @@ impl<S: Storage> Pmm<S> {
 
     /// What root `r` holds, for maps of the memory (`pmm/map`, `NVRS_IOCTL_PMM_MAP`).
     pub(crate) fn root_summary(&self, r: usize) -> Option<RootSummary> {
-        let root = self.root_at(r)?;
+        let root = self.root_at(u32::try_from(r).ok()?)?;
         let n = &root.node;
         let kind = match n.state {
             State::Free => RootKind::Free,

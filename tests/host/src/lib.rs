@@ -31,6 +31,8 @@ mod pin_model;
 #[cfg(test)]
 mod pmm_model;
 #[cfg(test)]
+mod pmm_roots_tests;
+#[cfg(test)]
 mod pmm_scenarios;
 #[cfg(test)]
 mod pmm_tests;

@@ -11,17 +11,26 @@
 //! operation the test compares the manager with the model (addresses, sizes, states, pins, free
 //! and used bytes, largest free block), checks no allocation overlaps another, and runs the
 //! manager's own full consistency check (which includes "every free buddy group is merged").
+//!
+//! The model keeps pages only for roots that ever held something, so it also runs on managers
+//! of up to 1 TiB whose exact-address allocations land in far-apart pages of the manager's root
+//! table ([`far_apart_pages_match_the_model`]).
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 
 use proptest::prelude::*;
 use proptest::sample::Index;
 
 use crate::hwref::{SizeMask, PMM_CHUNKS_DEFAULT, SZ_128K, SZ_2M, SZ_4K};
-use crate::pmm::{AllocFlags, ChunkId, FreeOutcome, MemType, Pmm, PmmError, State, Zero};
+use crate::pmm::{
+    AllocFlags, ChunkId, FreeOutcome, MemType, Pmm, PmmError, State, Zero, PAGE_ROOTS,
+};
 use crate::std_storage::StdStorage;
 
 const PAGES_PER_ROOT: usize = (SZ_2M / SZ_4K) as usize;
+/// Roots per page of the manager's root table.
+const PAGE: u64 = PAGE_ROOTS as u64;
 const BASE: u64 = 1 << 30;
 
 #[derive(Clone, Debug)]
@@ -120,23 +129,68 @@ struct MSplit {
     children: Vec<u64>,
 }
 
+/// The pages of a root that never held anything.
+static FREE_ROOT: [u64; PAGES_PER_ROOT] = [0; PAGES_PER_ROOT];
+
 struct Model {
     sizes: Vec<u64>,
     roots: usize,
-    /// Owner key of each 4 KiB page (0: free).
-    pages: Vec<u64>,
+    /// Owner key of each 4 KiB page (0: free), per root; roots not here are wholly free.
+    pages: BTreeMap<usize, Vec<u64>>,
     allocs: BTreeMap<u64, MAlloc>,
     splits: BTreeMap<u64, MSplit>,
     next_key: u64,
 }
 
 impl Model {
-    fn page(&self, addr: u64) -> usize {
-        ((addr - BASE) / SZ_4K) as usize
+    /// The root and page in it of `addr`.
+    fn page(&self, addr: u64) -> (usize, usize) {
+        let p = ((addr - BASE) / SZ_4K) as usize;
+        (p / PAGES_PER_ROOT, p % PAGES_PER_ROOT)
     }
 
     fn root_pages(&self, r: usize) -> &[u64] {
-        &self.pages[r * PAGES_PER_ROOT..(r + 1) * PAGES_PER_ROOT]
+        self.pages.get(&r).map_or(&FREE_ROOT[..], |v| &v[..])
+    }
+
+    /// The pages of `size` bytes at `addr` (within one root), to change.
+    fn pages_mut(&mut self, addr: u64, size: u64) -> &mut [u64] {
+        let (r, first) = self.page(addr);
+        let n = (size / SZ_4K) as usize;
+        let root = self
+            .pages
+            .entry(r)
+            .or_insert_with(|| vec![0; PAGES_PER_ROOT]);
+        &mut root[first..first + n]
+    }
+
+    /// Whether root `r` is wholly free.
+    fn root_free(&self, r: usize) -> bool {
+        self.root_pages(r).iter().all(|&p| p == 0)
+    }
+
+    /// The runs of wholly free roots, as (first root, length), in address order.
+    fn free_runs(&self) -> Vec<(usize, usize)> {
+        let mut runs = vec![];
+        let mut start = 0;
+        for (&r, pages) in &self.pages {
+            if pages.iter().any(|&p| p != 0) {
+                if r > start {
+                    runs.push((start, r - start));
+                }
+                start = r + 1;
+            }
+        }
+        if self.roots > start {
+            runs.push((start, self.roots - start));
+        }
+        runs
+    }
+
+    /// Bytes in use.
+    fn used(&self) -> u64 {
+        let pages = self.pages.values().flatten().filter(|&&k| k != 0).count();
+        pages as u64 * SZ_4K
     }
 
     /// Type of a root that holds something, from any of its pages' owners.
@@ -149,8 +203,11 @@ impl Model {
     /// Chunks of `size` and type `kernel` the manager can hand out now.
     fn available(&self, size: u64, kernel: bool) -> usize {
         let per = (size / SZ_4K) as usize;
-        (0..self.roots)
-            .map(|r| match self.root_kernel(r) {
+        let never = self.roots - self.pages.len();
+        let seen: usize = self
+            .pages
+            .keys()
+            .map(|&r| match self.root_kernel(r) {
                 None => PAGES_PER_ROOT / per,
                 Some(k) if k == kernel && size < SZ_2M => self
                     .root_pages(r)
@@ -159,53 +216,40 @@ impl Model {
                     .count(),
                 Some(_) => 0,
             })
-            .sum()
+            .sum();
+        never * (PAGES_PER_ROOT / per) + seen
     }
 
     /// Whether the chunk of `size` at `addr` can be allocated for `kernel`.
     fn can_alloc_at(&self, addr: u64, size: u64, kernel: bool) -> bool {
-        let first = self.page(addr);
-        let free = self.pages[first..first + (size / SZ_4K) as usize]
+        let (root, first) = self.page(addr);
+        let free = self.root_pages(root)[first..first + (size / SZ_4K) as usize]
             .iter()
             .all(|&p| p == 0);
-        let root = first / PAGES_PER_ROOT;
         free && match self.root_kernel(root) {
             None => true,
             Some(k) => k == kernel && size < SZ_2M,
         }
     }
 
-    fn free_root_run(&self, n: usize) -> bool {
-        let mut run = 0;
-        for r in 0..self.roots {
-            run = if self.root_pages(r).iter().all(|&p| p == 0) {
-                run + 1
-            } else {
-                0
-            };
-            if run >= n {
-                return true;
-            }
-        }
-        false
+    /// The first root of the lowest run of `n` wholly free roots.
+    fn free_root_run(&self, n: usize) -> Option<usize> {
+        self.free_runs()
+            .into_iter()
+            .find(|&(_, len)| len >= n)
+            .map(|(r, _)| r)
     }
 
     fn largest_free(&self) -> u64 {
-        let (mut best, mut run) = (0u64, 0u64);
-        for r in 0..self.roots {
-            run = if self.root_pages(r).iter().all(|&p| p == 0) {
-                run + 1
-            } else {
-                0
-            };
-            best = best.max(run);
-        }
+        let best = self.free_runs().iter().map(|r| r.1).max().unwrap_or(0);
         if best > 0 {
-            return best * SZ_2M;
+            return best as u64 * SZ_2M;
         }
+        // No wholly free root: every root is in `pages`.
         for &s in self.sizes.iter().rev() {
             let per = (s / SZ_4K) as usize;
-            if self.pages.chunks(per).any(|c| c.iter().all(|&p| p == 0)) {
+            let mut chunks = self.pages.values().flat_map(|v| v.chunks(per));
+            if chunks.any(|c| c.iter().all(|&p| p == 0)) {
                 return s;
             }
         }
@@ -215,10 +259,13 @@ impl Model {
     fn insert(&mut self, a: MAlloc) -> u64 {
         self.next_key += 1;
         let key = self.next_key;
-        let first = self.page(a.addr);
-        for p in &mut self.pages[first..first + (a.size / SZ_4K) as usize] {
-            assert_eq!(*p, 0, "overlapping allocation at {:#x}", a.addr);
-            *p = key;
+        // A contiguous run covers whole roots.
+        for at in (a.addr..a.addr + a.size).step_by(SZ_2M as usize) {
+            let size = a.size.min(SZ_2M);
+            for p in self.pages_mut(at, size) {
+                assert_eq!(*p, 0, "overlapping allocation at {:#x}", a.addr);
+                *p = key;
+            }
         }
         self.allocs.insert(key, a);
         key
@@ -226,9 +273,8 @@ impl Model {
 
     fn remove(&mut self, key: u64) -> MAlloc {
         let a = self.allocs.remove(&key).unwrap();
-        let first = self.page(a.addr);
-        for p in &mut self.pages[first..first + (a.size / SZ_4K) as usize] {
-            *p = 0;
+        for at in (a.addr..a.addr + a.size).step_by(SZ_2M as usize) {
+            self.pages_mut(at, a.size.min(SZ_2M)).fill(0);
         }
         a
     }
@@ -254,7 +300,7 @@ fn compare(p: &Pmm<StdStorage>, m: &Model) {
         assert_eq!(p.pins(a.id), Ok(a.pins));
         assert_eq!((a.addr - BASE) % a.size.min(SZ_2M), 0, "natural alignment");
     }
-    let used = m.pages.iter().filter(|&&k| k != 0).count() as u64 * SZ_4K;
+    let used = m.used();
     let s = p.stats();
     assert_eq!(s.free_bytes, s.total_bytes - used);
     assert_eq!(s.allocated_bytes + s.temp_pinned_bytes, used);
@@ -266,15 +312,44 @@ fn compare(p: &Pmm<StdStorage>, m: &Model) {
 }
 
 fn run(roots: u64, mask: SizeMask, ops: Vec<Op>) {
+    run_in(roots, &[0..roots], 0, mask, ops);
+}
+
+/// The address of exact-address allocation `at` of `size` in the roots of `hot`.
+fn hot_addr(hot: &[Range<u64>], size: u64, at: &Index) -> u64 {
+    let per_root = SZ_2M / size;
+    let slots: u64 = hot.iter().map(|h| (h.end - h.start) * per_root).sum();
+    let mut k = at.index(slots as usize) as u64;
+    for h in hot {
+        let n = (h.end - h.start) * per_root;
+        if k < n {
+            return BASE + h.start * SZ_2M + k * size;
+        }
+        k -= n;
+    }
+    unreachable!("slot beyond the hot roots")
+}
+
+/// [`run`] with exact-address allocations only in the roots of `hot`, after `prefill` whole
+/// roots are allocated (the lowest ones, for the kernel).
+fn run_in(roots: u64, hot: &[Range<u64>], prefill: usize, mask: SizeMask, ops: Vec<Op>) {
     let mut p = Pmm::<StdStorage>::new(BASE, roots * SZ_2M, mask).unwrap();
     let mut m = Model {
         sizes: p.chunk_sizes().to_vec(),
         roots: roots as usize,
-        pages: vec![0; roots as usize * PAGES_PER_ROOT],
+        pages: BTreeMap::new(),
         allocs: BTreeMap::new(),
         splits: BTreeMap::new(),
         next_key: 0,
     };
+    let mut out = vec![ChunkId::new_for_tests(); prefill];
+    p.alloc(SZ_2M, MemType::Kernel, AllocFlags::default(), &mut out)
+        .unwrap();
+    for (r, id) in out.into_iter().enumerate() {
+        assert_eq!(p.addr(id), Ok(BASE + r as u64 * SZ_2M));
+        m.insert(MAlloc::fresh(id, BASE + r as u64 * SZ_2M, SZ_2M, true));
+    }
+    compare(&p, &m);
     let mut failures = 0;
     for op in ops {
         let keys: Vec<u64> = m.allocs.keys().copied().collect();
@@ -321,22 +396,22 @@ fn run(roots: u64, mask: SizeMask, ops: Vec<Op>) {
                 let expect = m.free_root_run(n as usize);
                 match p.alloc_contiguous(n * SZ_2M, ty) {
                     Ok(id) => {
-                        assert!(expect);
+                        // The lowest run of free roots.
                         let addr = p.addr(id).unwrap();
+                        assert_eq!(expect.map(|r| BASE + r as u64 * SZ_2M), Some(addr));
                         let a = MAlloc::fresh(id, addr, n * SZ_2M, kernel);
                         m.insert(a);
                     }
                     Err(e) => {
                         assert_eq!(e, PmmError::NoSpace);
-                        assert!(!expect);
+                        assert_eq!(expect, None);
                         failures += 1;
                     }
                 }
             }
             Op::AllocAt { size, at, kernel } => {
                 let size = m.sizes[size.index(m.sizes.len())];
-                let slots = m.roots as u64 * SZ_2M / size;
-                let addr = BASE + at.index(slots as usize) as u64 * size;
+                let addr = hot_addr(hot, size, &at);
                 let ty = if kernel {
                     MemType::Kernel
                 } else {
@@ -539,5 +614,45 @@ proptest! {
     #[test]
     fn two_sizes_match_the_model(roots in 1u64..3, ops in prop::collection::vec(op(), 1..80)) {
         run(roots, SizeMask::from_sizes(SZ_4K | SZ_2M), ops);
+    }
+
+}
+
+proptest! {
+    // Every step checks thousands of touched roots: fewer cases.
+    #![proptest_config(ProptestConfig { cases: cases().div_ceil(6), ..ProptestConfig::default() })]
+
+    /// Managers of a few pages of the root table, a short last one included, with exact-address
+    /// allocations anywhere: pages are touched in any order. The first page may start nearly
+    /// full, so that allocations and runs cross into the next, touched or not.
+    #[test]
+    fn several_pages_match_the_model(
+        roots in (PAGE + 1)..(3 * PAGE + 8),
+        full in prop::bool::ANY,
+        left in 0u64..6,
+        ops in prop::collection::vec(op(), 1..120),
+    ) {
+        let prefill = if full { PAGE - left } else { 0 };
+        run_in(roots, &[0..roots], prefill as usize, PMM_CHUNKS_DEFAULT, ops);
+    }
+
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases().div_ceil(12), ..ProptestConfig::default() })]
+
+    /// A 1 TiB manager (1024 pages) whose exact-address allocations land in far-apart pages:
+    /// the first roots, both sides of the first page boundary, the middle, and the last roots.
+    #[test]
+    fn far_apart_pages_match_the_model(ops in prop::collection::vec(op(), 1..120)) {
+        let roots = (1u64 << 40) / SZ_2M;
+        let hot = [
+            0..2,
+            PAGE - 2..PAGE + 2,
+            300 * PAGE + 100..300 * PAGE + 102,
+            roots - PAGE - 1..roots - PAGE + 1,
+            roots - 3..roots,
+        ];
+        run_in(roots, &hot, 0, PMM_CHUNKS_DEFAULT, ops);
     }
 }

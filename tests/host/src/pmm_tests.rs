@@ -6,6 +6,7 @@ use crate::hwref::{SizeMask, PMM_CHUNKS_DEFAULT, ROOT_CHUNK_SIZE, SZ_128K, SZ_2M
 use crate::pmm::stats::Stats;
 use crate::pmm::{
     transition, AllocFlags, ChunkId, Event, FreeOutcome, MemType, Pmm, PmmError, State, Zero,
+    PAGE_ROOTS,
 };
 use crate::std_storage::StdStorage;
 
@@ -140,8 +141,8 @@ fn lazy_split_one_step_at_a_time_and_eager_merge() {
     assert_eq!(s.free_bytes, 2 * SZ_2M);
     assert_eq!(
         p.metadata_bytes(),
-        meta0 + P::ROOT_BYTES,
-        "sub-chunk table freed on merge; the touched root keeps its 64 bytes"
+        meta0 + 2 * P::ROOT_BYTES + P::DIR_ENTRY_BYTES,
+        "sub-chunk table freed on merge; the touched page (both roots) keeps its metadata"
     );
     assert_eq!(p.state(a), Err(PmmError::InvalidId), "stale id after merge");
 }
@@ -282,16 +283,16 @@ fn n_chunks_all_or_nothing() {
     p.check().unwrap();
     let after = p.stats();
     assert_eq!(after.alloc_failures, 1);
-    // The second root, touched by the failed allocation, keeps its 64 bytes.
+    // The second root was touched with the first (one page holds both): the failed
+    // allocation adds no metadata.
     assert_eq!(
         Stats {
             alloc_failures: 0,
-            metadata_bytes: before.metadata_bytes,
             ..after
         },
         before
     );
-    assert_eq!(p.metadata_bytes(), meta + P::ROOT_BYTES);
+    assert_eq!(p.metadata_bytes(), meta);
     let mut out = [ChunkId::new_for_tests(); 32];
     p.alloc(SZ_64K, MemType::Kernel, NONE, &mut out).unwrap();
     p.check().unwrap();
@@ -504,18 +505,25 @@ fn root_metadata_budget() {
     // One unsplit root costs at most 64 bytes (also a compile-time assertion in the core).
     const { assert!(P::ROOT_BYTES <= 64) };
     // Metadata is lazy: a new manager has none, and a root gets its 64 bytes when first
-    // touched (with the roots below it).
+    // touched, with the other roots of its page (and the directory of pages, the first time).
+    let page = PAGE_ROOTS as usize;
     let mut p = pmm(1024);
     assert_eq!(p.metadata_bytes(), 0);
     let a = alloc1(&mut p, SZ_2M, MemType::User).unwrap();
-    assert_eq!(p.metadata_bytes(), P::ROOT_BYTES);
+    let dir = 2 * P::DIR_ENTRY_BYTES;
+    assert_eq!(p.metadata_bytes(), dir + page * P::ROOT_BYTES);
     let base = p.addr(a).unwrap();
-    let far = p.alloc_at(base + 99 * SZ_2M, SZ_2M, MemType::User).unwrap();
-    assert_eq!(p.metadata_bytes(), 100 * P::ROOT_BYTES);
+    let near = p.alloc_at(base + 99 * SZ_2M, SZ_2M, MemType::User).unwrap();
+    assert_eq!(p.metadata_bytes(), dir + page * P::ROOT_BYTES);
+    let far = p
+        .alloc_at(base + 600 * SZ_2M, SZ_2M, MemType::User)
+        .unwrap();
+    assert_eq!(p.metadata_bytes(), dir + 2 * page * P::ROOT_BYTES);
     p.check().unwrap();
     free(&mut p, far);
+    free(&mut p, near);
     free(&mut p, a);
-    assert_eq!(p.metadata_bytes(), 100 * P::ROOT_BYTES);
+    assert_eq!(p.metadata_bytes(), dir + 2 * page * P::ROOT_BYTES);
     assert_eq!(p.largest_free(), 1024 * SZ_2M);
     p.check().unwrap();
     assert_eq!(ROOT_CHUNK_SIZE, SZ_2M);
