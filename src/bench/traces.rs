@@ -507,13 +507,7 @@ where
                     || nvrs($bytes).and_then(|mut $a| $trace.ok()),
                     || anchor($bytes).and_then(|mut $a| $trace.ok()),
                 );
-                let line = r.as_ref().map(|(n, b)| Line {
-                    trace: $name,
-                    nvrs: n,
-                    anchor: b,
-                    expect_same_work: true,
-                });
-                emit($name, line)?;
+                emit_pair(&mut emit, $name, r)?;
             }
         }};
     }
@@ -536,25 +530,13 @@ where
     // emulation).
     if run(INIT) {
         let r = alternate(|| init(clock, || nvrs(TIB)), || init(clock, || anchor(TIB)));
-        let line = r.as_ref().map(|(n, b)| Line {
-            trace: INIT,
-            nvrs: n,
-            anchor: b,
-            expect_same_work: true,
-        });
-        emit(INIT, line)?;
+        emit_pair(&mut emit, INIT, r)?;
     }
     // The first allocation at the top of a fresh 1 TiB manager: the cost that lazily created
     // metadata defers to it.
     if run(TOP) {
         let r = alternate(|| top(clock, || nvrs(TIB)), || top(clock, || anchor(TIB)));
-        let line = r.as_ref().map(|(n, b)| Line {
-            trace: TOP,
-            nvrs: n,
-            anchor: b,
-            expect_same_work: true,
-        });
-        emit(TOP, line)?;
+        emit_pair(&mut emit, TOP, r)?;
     }
     if run(super::frag::NAME) {
         let r = super::frag::run(clock, scale, &nvrs, &anchor);
@@ -563,6 +545,21 @@ where
         }
     }
     Ok(())
+}
+
+/// Hands `emit` the line of a trace both sides ran alike (`None`: it could not run).
+fn emit_pair<E>(
+    emit: &mut impl FnMut(&str, Option<Line<'_>>) -> Result<(), E>,
+    name: &str,
+    rounds: Option<(Rounds, Rounds)>,
+) -> Result<(), E> {
+    let line = rounds.as_ref().map(|(n, b)| Line {
+        trace: name,
+        nvrs: n,
+        anchor: b,
+        expect_same_work: true,
+    });
+    emit(name, line)
 }
 
 /// Initialisations timed by the `init_1T` line, and managers by `first_alloc_at_top_1T`.
