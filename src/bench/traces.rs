@@ -76,7 +76,7 @@ impl<S: Storage> BenchAlloc for Pmm<S> {
 
     #[inline(never)]
     fn alloc_at(&mut self, addr: u64, size: u64) -> Option<ChunkId> {
-        Pmm::alloc_at(self, self.base() + addr, size, MemType::Kernel).ok()
+        Pmm::alloc_at(self, self.base().checked_add(addr)?, size, MemType::Kernel).ok()
     }
 
     #[inline(never)]
