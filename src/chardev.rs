@@ -584,9 +584,10 @@ impl MiscDevice for NvrsFile {
         let a = me.vs.find(&want).ok_or(ENOENT)?;
         record_mapping(&a, helpers::MappedInode::of(vma))?;
         vma.try_clear_mayexec()?;
-        // SAFETY: `vma` is the shared VMA of this `mmap` call; the reference from `into_raw` is
-        // handed to it and dropped by its `close`. Nothing can fail after this.
-        unsafe { helpers::vma_setup(vma, Arc::into_raw(a).cast()) };
+        // SAFETY: `vma` is the shared VMA of this `mmap` call; the reference on the allocation's
+        // handle from `into_raw` is handed to it and dropped by its `close`. Nothing can fail
+        // after this.
+        unsafe { helpers::vma_setup(vma, Arc::into_raw(a.cpu.clone()).cast()) };
         Ok(())
     }
 }

@@ -31,7 +31,9 @@
 //!
 //! Leaf locks, taken with nothing of the above held or only briefly under one of them, and
 //! taking nothing themselves: [`VA`](crate::vaspace::VA) (the GPU VA allocator; taken alone, or
-//! from a VMA's `close` under `mmap_lock`), [`GPUS`](crate::gpu::GPUS) (the GPU registry),
+//! under `mmap_lock` by a fault that drops the last reference on a just-released allocation),
+//! `CpuHandle::alloc` (what a CPU mapping refers to; taken by faults under `mmap_lock` and by
+//! release with no lock held), [`GPUS`](crate::gpu::GPUS) (the GPU registry),
 //! [`RETIRED`](crate::fb::RETIRED) (retired memory managers), the quarantine ring
 //! ([`RING`](crate::p2p::quarantine::RING)), the remembered P2PDMA distances
 //! ([`DISTANCES`](crate::topology::distance::DISTANCES), a spinlock; the kernel is asked with it

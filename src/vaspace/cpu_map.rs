@@ -4,26 +4,34 @@
 //!
 //! `mmap` does not map anything. It checks the request, records that the allocation is mapped
 //! through this device inode (so release can remove the mappings), and hands the VMA a reference
-//! on the [`Allocation`] ([`crate::helpers::vma_setup`]). Pages are inserted by the fault
-//! handler, a 64 KiB piece at a time, under the allocation's lock and only while it is live.
+//! on the allocation's [`CpuHandle`] ([`crate::helpers::vma_setup`]). Pages are inserted by the
+//! fault handler, a 64 KiB piece at a time, under the allocation's lock and only while it is live.
+//!
+//! The VMA holds the handle, not the [`Allocation`]: release detaches the allocation from its
+//! handle, so a mapping that stays after `NVRS_IOCTL_FREE` (never unmapped) keeps only the
+//! handle, a few bytes, and not the allocation's VAs or piece list. Otherwise a process that
+//! maps and frees without unmapping would keep VAs of the one GPU VA space shared by all
+//! processes reserved until it exits, and could exhaust it for everyone.
 //!
 //! That ordering is what makes a mapping unable to outlive its allocation: release marks the
 //! allocation released under the same lock, then removes every user mapping of its range. A
 //! fault either ran before (its pages are removed) or runs after and finds it released
 //! (`SIGBUS`). A VMA whose `mmap` is still running when release happens is not yet in the
 //! inode's mapping tree, but it has no pages either: its first fault sees the release. The VMA
-//! names its allocation, not a VA, so a VA reused for another allocation is never reached through
-//! an old mapping.
+//! names its allocation's handle, not a VA, and a detached handle names nothing, so a VA reused
+//! for another allocation is never reached through an old mapping.
 //!
 //! The VMA callbacks below are the C side's entry points (`rust/helpers.c`).
 
 use core::ffi::c_void;
 
 use kernel::{
-    bindings,
+    bindings, new_mutex,
+    prelude::*,
     sync::{
         Arc,
-        ArcBorrow, //
+        ArcBorrow,
+        Mutex, //
     },
 };
 
@@ -35,6 +43,52 @@ use crate::{
 
 /// `VM_FAULT_SIGBUS`.
 const SIGBUS: u32 = bindings::vm_fault_reason_VM_FAULT_SIGBUS;
+
+/// What the CPU mappings of one allocation refer to: the allocation while it is live, nothing
+/// once it is released.
+///
+/// Each allocation has one, made with it (before any lock is taken); every VMA of the
+/// allocation holds a reference on it. The allocation refers to the handle and the handle to
+/// the allocation until release breaks that cycle ([`CpuHandle::detach`]); from then on the
+/// allocation goes away (and its VAs are reused) once no pin or dma-buf holds it, whatever
+/// VMAs are left.
+#[pin_data]
+pub(crate) struct CpuHandle {
+    /// The allocation; `None` before it is attached and after release.
+    #[pin]
+    alloc: Mutex<Option<Arc<Allocation>>>,
+}
+
+impl CpuHandle {
+    /// A handle that names nothing yet.
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                alloc <- new_mutex!(None, "CpuHandle::alloc"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Points the handle at its allocation, once it exists.
+    pub(crate) fn attach(&self, a: Arc<Allocation>) {
+        let old = self.alloc.lock().replace(a);
+        // Nothing was attached before; dropped with the lock released anyway.
+        drop(old);
+    }
+
+    /// Forgets the allocation (release): later faults through the handle get `SIGBUS`.
+    pub(crate) fn detach(&self) {
+        let a = self.alloc.lock().take();
+        // The caller holds a reference too, so this is never the last one.
+        drop(a);
+    }
+
+    /// The allocation, while attached.
+    fn get(&self) -> Option<Arc<Allocation>> {
+        self.alloc.lock().clone()
+    }
+}
 
 impl Allocation {
     /// Maps the 64 KiB piece holding file offset (GPU VA) `file_off` into the faulting VMA, if
@@ -68,16 +122,21 @@ impl Allocation {
 /// # Safety
 ///
 /// `alloc` must be the VMA's private data set by [`crate::helpers::vma_setup`] (a counted
-/// reference on an [`Allocation`]), and `vmf` the fault being handled on that VMA.
+/// reference on a [`CpuHandle`]), and `vmf` the fault being handled on that VMA.
 #[no_mangle]
 unsafe extern "C" fn nvrs_alloc_fault(
     alloc: *const c_void,
     vmf: *mut c_void,
     file_off: u64,
 ) -> u32 {
-    // SAFETY: The VMA holds a reference on the allocation for as long as it exists, and it
-    // exists during its fault (function safety requirement).
-    let a = unsafe { ArcBorrow::<Allocation>::from_raw(alloc.cast()) };
+    // SAFETY: The VMA holds a reference on the handle for as long as it exists, and it exists
+    // during its fault (function safety requirement).
+    let h = unsafe { ArcBorrow::<CpuHandle>::from_raw(alloc.cast()) };
+    // A released allocation is no longer attached: nothing to map. One that is released after
+    // this finds `released` set under its lock in `fault`.
+    let Some(a) = h.get() else {
+        return SIGBUS;
+    };
     // SAFETY: `vmf` is the fault being handled on a VMA set up by `vma_setup`.
     let fault = unsafe { Fault::from_raw(vmf) };
     a.fault(&fault, file_off)
@@ -90,10 +149,10 @@ unsafe extern "C" fn nvrs_alloc_fault(
 /// `alloc` must be the private data of a live VMA set up by [`crate::helpers::vma_setup`].
 #[no_mangle]
 unsafe extern "C" fn nvrs_alloc_vma_open(alloc: *const c_void) {
-    // SAFETY: The VMA being copied holds a reference, so the allocation is alive.
-    let a: Arc<Allocation> = unsafe { ArcBorrow::<Allocation>::from_raw(alloc.cast()) }.into();
+    // SAFETY: The VMA being copied holds a reference, so the handle is alive.
+    let h: Arc<CpuHandle> = unsafe { ArcBorrow::<CpuHandle>::from_raw(alloc.cast()) }.into();
     // The new VMA owns this reference until its `close`.
-    let _ = Arc::into_raw(a);
+    let _ = Arc::into_raw(h);
 }
 
 /// `vm_ops->close`: a VMA goes away and drops its reference.
@@ -105,5 +164,5 @@ unsafe extern "C" fn nvrs_alloc_vma_open(alloc: *const c_void) {
 #[no_mangle]
 unsafe extern "C" fn nvrs_alloc_vma_close(alloc: *const c_void) {
     // SAFETY: The VMA owned one reference, obtained from `Arc::into_raw`, which it gives up now.
-    drop(unsafe { Arc::<Allocation>::from_raw(alloc.cast()) });
+    drop(unsafe { Arc::<CpuHandle>::from_raw(alloc.cast()) });
 }

@@ -37,9 +37,11 @@
 //! An allocation is *released* by `NVRS_IOCTL_FREE`, by its VA space's teardown, or by its GPU
 //! going away. Release makes it unreachable (no new pins or mappings), removes its CPU mappings,
 //! revokes its non-persistent pins and returns its memory once no pin holds it. The
-//! [`Allocation`] object itself lives on while a pin or a VMA refers to it (both hold a
+//! [`Allocation`] object itself lives on while a pin or a dma-buf refers to it (both hold a
 //! reference), which is what makes their stale accesses harmless; its VAs are reused only once
-//! it is gone, and then as late as possible ([`range`]).
+//! it is gone, and then as late as possible ([`range`]). A CPU mapping does not hold it: it
+//! holds the allocation's [`cpu_map::CpuHandle`], which release empties, so a mapping left
+//! behind after a free keeps no VAs reserved.
 //!
 //! # Locking
 //!
@@ -98,6 +100,7 @@ use crate::{
     },
 };
 
+use cpu_map::CpuHandle;
 use layout::Layout;
 use range::{
     RangeError,
@@ -288,6 +291,8 @@ pub(crate) struct Allocation {
     /// Pieces moved by compaction so far (bumped under `state`): a reader that looked at the
     /// pieces without the lock checks it did not change before it relies on what it read.
     pub(crate) moves: Atomic<u64>,
+    /// What its CPU mappings hold ([`cpu_map`]); detached at release.
+    pub(crate) cpu: Arc<CpuHandle>,
 }
 
 impl Allocation {
@@ -336,6 +341,9 @@ impl Allocation {
         };
         // The inode references go now, not with the last pin or VMA.
         drop(mapped);
+        // VMAs left behind keep only the handle: the allocation, its VAs and its pieces go once
+        // no pin or dma-buf holds it.
+        self.cpu.detach();
         // One pin at a time, without allocating: a revoked pin leaves the registry when it
         // ends, and one being put concurrently is waited for by `revoke`.
         while self.state.lock().pins != 0 {
@@ -425,8 +433,8 @@ impl Allocation {
 impl PinnedDrop for Allocation {
     fn drop(self: Pin<&mut Self>) {
         // The memory went back at release (or goes back with `backing`, for an allocation that
-        // never became reachable). The VAs are reused only now that no pin or mapping refers to
-        // the allocation.
+        // never became reachable). The VAs are reused only now that no pin, dma-buf or live
+        // CPU mapping refers to the allocation.
         if VA.lock().free(self.span.start()).is_err() {
             pr_err!("VA {:#x} was not allocated\n", self.span.start());
         }
@@ -746,8 +754,10 @@ impl VaSpace {
                 });
             }
         };
-        let node = match RBTreeNodeReservation::new(GFP_KERNEL) {
-            Ok(n) => n,
+        let reserved =
+            RBTreeNodeReservation::new(GFP_KERNEL).and_then(|node| Ok((node, CpuHandle::new()?)));
+        let (node, cpu) = match reserved {
+            Ok(r) => r,
             Err(e) => {
                 let _ = VA.lock().free(span.start());
                 return Err(e);
@@ -769,6 +779,7 @@ impl VaSpace {
                     touched: false,
                 }, "Allocation::state"),
                 moves: Atomic::new(0),
+                cpu,
             }),
             GFP_KERNEL,
         );
@@ -779,6 +790,9 @@ impl VaSpace {
                 return Err(e);
             }
         };
+        // Every path below releases the allocation or makes it reachable (and so released
+        // later), which detaches it again.
+        a.cpu.attach(a.clone());
         let mut inner = self.inner.lock();
         // Checked under `inner`, which owner teardown takes after setting it.
         if inner.dead {

@@ -15,9 +15,13 @@
  * then a child process runs a burst of its own and exits with its memory
  * still pinned and mapped. The kernel must answer each with a documented
  * errno; the VM runner fails the run on any splat, and the scenario checks
- * that every pin and byte of GPU memory came back.
+ * that every pin and byte of GPU memory came back. One operation allocates,
+ * maps and frees without unmapping: the mapping must fault from then on
+ * (the mappings left behind are kept and touched again later), and they must
+ * not keep the VA space from serving new allocations.
  *
- * Exit status 0 unless the fuzzer itself could not run.
+ * Exit status 0 unless the fuzzer itself could not run, or a mapping of a
+ * freed allocation read or wrote memory (1).
  */
 
 #include <dirent.h>
@@ -52,6 +56,7 @@ static int dbufs[NDBUF] = { -1, -1, -1, -1, -1, -1, -1, -1 };
 static uint64_t dbuf_len[NDBUF];
 static uint8_t big[1 << 16];	/* PMM_MAP, PROCESSES and TOPOLOGY buffers */
 static sigjmp_buf fault_jmp;
+static long violations;
 
 static uint64_t next(void)
 {
@@ -255,6 +260,45 @@ static void op_touch(void)
 	count(0);
 }
 
+/*
+ * ALLOC, mmap, FREE without munmap: the mapping must fault at once. It stays
+ * in a map slot, so later touches and munmaps run on it too, while other
+ * allocations reuse its VAs.
+ */
+static void op_retain(void)
+{
+	struct nvrs_alloc a = { .gpu = pick(gpus), .size = (1 + pick(4)) << 16 };
+	struct nvrs_free f;
+	int s = pick(NMAPS);
+	volatile uint32_t *volatile p;
+	void *m;
+
+	if (ioctl(fd, NVRS_IOCTL_ALLOC, &a)) {
+		count(-errno);
+		return;
+	}
+	m = mmap(NULL, a.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, a.va);
+	f.va = a.va;
+	count(ioctl(fd, NVRS_IOCTL_FREE, &f) ? -errno : 0);
+	if (m == MAP_FAILED) {
+		count(-errno);
+		return;
+	}
+	if (maps[s])
+		munmap(maps[s], map_len[s]);
+	maps[s] = m;
+	map_len[s] = a.size;
+	p = (volatile uint32_t *)((char *)m + (pick(a.size) & ~3ULL));
+	if (sigsetjmp(fault_jmp, 1)) {
+		count(-EFAULT);
+		return;
+	}
+	(void)*p;
+	printf("nvrs-fuzz: op %ld: a mapping of freed VA 0x%llx read data\n", ops,
+	       (unsigned long long)a.va);
+	violations++;
+}
+
 /* dma-buf descriptors: map and touch, import through the RDMA core, close. */
 static void op_dmabuf(void)
 {
@@ -406,6 +450,12 @@ static void run(long n)
 		case 10:
 			op_dmabuf();
 			break;
+		case 11:
+			if (pick(2))
+				op_retain();
+			else
+				op_ctl();
+			break;
 		default:
 			op_ctl();
 			break;
@@ -488,5 +538,7 @@ int main(int argc, char **argv)
 		if (errs[i])
 			printf(" %s%d:%ld", i ? "-" : "", i, errs[i]);
 	printf("\n");
-	return 0;
+	if (violations)
+		printf("nvrs-fuzz: %ld mappings of freed allocations reached memory\n", violations);
+	return violations ? 1 : 0;
 }

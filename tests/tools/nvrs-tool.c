@@ -34,6 +34,11 @@
  *   fill SLOT PATTERN          write PATTERN to every word of SLOT
  *   zero SLOT                  check that every byte of SLOT reads zero
  *   valoop GPU SIZE N          N x (alloc SIZE, free)
+ *   mapleak GPU SIZE N         N x (alloc SIZE, map its first 64 KiB, free
+ *                              without munmap, check the mapping faults);
+ *                              then allocate SIZE at a VA an old mapping
+ *                              names, fill it, and check that every old
+ *                              mapping still faults
  *   mmaprace GPU N             N x: one thread allocates 64 KiB and maps it
  *                              while another frees it; then every mapping
  *                              that survived must fault (SIGBUS), also after
@@ -600,6 +605,71 @@ static int va_loop(int gpu, uint64_t size, long n)
 	}
 	printf("valoop: %ld iterations, VAs 0x%llx..0x%llx\n", n,
 	       (unsigned long long)lo, (unsigned long long)hi);
+	return 0;
+}
+
+/*
+ * mapleak: mappings left behind after FREE must neither keep their VAs
+ * reserved (every ALLOC succeeds, more times than the VA space holds SIZE)
+ * nor ever reach the memory of an allocation that reuses their VAs.
+ */
+static int map_leak(int gpu, uint64_t size, long n)
+{
+	volatile uint32_t **maps = calloc(n, sizeof(*maps));
+	uint64_t *vas = calloc(n, sizeof(*vas));
+	struct nvrs_alloc b = { .gpu = gpu, .size = size };
+	volatile uint32_t *q;
+	long i, reused = -1, leaks = 0;
+
+	if (!maps || !vas || n < 1)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		struct nvrs_alloc a = { .gpu = gpu, .size = size };
+		struct nvrs_free f;
+		void *p;
+
+		if (ioctl(fd, NVRS_IOCTL_ALLOC, &a)) {
+			printf("iteration %ld: alloc failed: errno %d\n", i, errno);
+			return -errno;
+		}
+		p = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED, fd, a.va);
+		if (p == MAP_FAILED) {
+			printf("iteration %ld: mmap failed: errno %d\n", i, errno);
+			return -errno;
+		}
+		maps[i] = p;
+		vas[i] = a.va;
+		f.va = a.va;
+		if (ioctl(fd, NVRS_IOCTL_FREE, &f))
+			return -errno;
+		if (!faults(maps[i])) {
+			printf("iteration %ld: a freed allocation's mapping read data\n", i);
+			leaks++;
+		}
+	}
+	/* A new allocation at the VAs of an old mapping, written through its own. */
+	if (ioctl(fd, NVRS_IOCTL_ALLOC, &b)) {
+		printf("final alloc failed: errno %d\n", errno);
+		return -errno;
+	}
+	for (i = 0; i < n; i++)
+		if (vas[i] == b.va)
+			reused = i;
+	q = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED, fd, b.va);
+	if (q == MAP_FAILED)
+		return -errno;
+	q[0] = 0x5ec0a11c;
+	for (i = 0; i < n; i++)
+		if (!faults(maps[i])) {
+			printf("old mapping %ld (VA 0x%llx) read 0x%08x\n", i,
+			       (unsigned long long)vas[i], maps[i][0]);
+			leaks++;
+		}
+	printf("mapleak: %ld x (alloc 0x%llx, mmap, free); new VA 0x%llx is old mapping %ld's; %ld leaks\n",
+	       n, (unsigned long long)size, (unsigned long long)b.va, reused, leaks);
+	/* Without reuse the second half proves nothing. */
+	if (reused < 0 || leaks)
+		return -EIO;
 	return 0;
 }
 
@@ -1455,6 +1525,8 @@ static int run(int argc, char **argv)
 		return check_zero(slot(argv[1]));
 	} else if (!strcmp(cmd, "valoop") && argc == 4) {
 		return va_loop(atoi(argv[1]), parse_size(argv[2]), atol(argv[3]));
+	} else if (!strcmp(cmd, "mapleak") && argc == 4) {
+		return map_leak(atoi(argv[1]), parse_size(argv[2]), atol(argv[3]));
 	} else if (!strcmp(cmd, "mmaprace") && argc == 3) {
 		return mmap_race(atoi(argv[1]), atol(argv[2]));
 	} else if (!strcmp(cmd, "soak") && argc == 3) {
