@@ -520,6 +520,54 @@ struct nvrs_mm_watch {
 	void *owner;
 };
 
+/*
+ * The work queue that tears down the VA spaces of exited processes: the MMU
+ * notifier's release runs inside its SRCU read section, so it only queues the
+ * teardown (consumer free callbacks, scrubbing) here. GPU removal flushes it,
+ * module exit destroys it (which drains it).
+ */
+static struct workqueue_struct *nvrs_wq;
+
+/**
+ * nvrs_wq_init() - create the VA-space teardown work queue (module init)
+ *
+ * Return: the queue, or NULL without memory.
+ */
+struct workqueue_struct *nvrs_wq_init(void)
+{
+	nvrs_wq = alloc_workqueue("nvrs_exit", WQ_UNBOUND, 0);
+	return nvrs_wq;
+}
+
+/**
+ * nvrs_wq_get() - the VA-space teardown work queue
+ *
+ * Return: the queue (NULL before module init made it).
+ */
+struct workqueue_struct *nvrs_wq_get(void)
+{
+	return nvrs_wq;
+}
+
+/**
+ * nvrs_wq_flush() - wait for every queued VA-space teardown (GPU removal)
+ */
+void nvrs_wq_flush(void)
+{
+	if (nvrs_wq)
+		flush_workqueue(nvrs_wq);
+}
+
+/**
+ * nvrs_wq_fini() - drain and destroy the work queue (module exit)
+ */
+void nvrs_wq_fini(void)
+{
+	if (nvrs_wq)
+		destroy_workqueue(nvrs_wq);
+	nvrs_wq = NULL;
+}
+
 static void nvrs_mm_release(struct mmu_notifier *mn, struct mm_struct *mm)
 {
 	nvrs_va_space_exit(container_of(mn, struct nvrs_mm_watch, mn)->owner);

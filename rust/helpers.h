@@ -12,6 +12,7 @@
 #include <linux/mm_types.h>
 
 struct device;
+struct workqueue_struct;
 struct dma_buf;
 struct pci_dev;
 struct sg_table;
@@ -59,6 +60,10 @@ int nvrs_aperture_wc(struct pci_dev *pdev, u64 phys, u64 len);
 void *nvrs_mm_watch_current(void *owner);
 bool nvrs_mm_watch_is_current(void *watch);
 void nvrs_mm_watch_stop(void *watch);
+struct workqueue_struct *nvrs_wq_init(void);
+struct workqueue_struct *nvrs_wq_get(void);
+void nvrs_wq_flush(void);
+void nvrs_wq_fini(void);
 unsigned long nvrs_vma_pgoff(void *vma);
 void *nvrs_vma_inode_get(void *vma);
 void nvrs_inode_put(void *inode);

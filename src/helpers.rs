@@ -97,6 +97,39 @@ extern "C" {
     fn nvrs_copy_mmio(dst: u64, src: u64, len: u64) -> c_int;
     fn nvrs_module_get() -> bool;
     fn nvrs_module_put();
+    fn nvrs_wq_init() -> *mut kernel::bindings::workqueue_struct;
+    fn nvrs_wq_get() -> *mut kernel::bindings::workqueue_struct;
+    fn nvrs_wq_flush();
+    fn nvrs_wq_fini();
+}
+
+/// Creates nvrs's work queue (VA-space teardown after exit); module init, once.
+pub(crate) fn wq_init() -> Result {
+    // SAFETY: Called once from module init, before anything uses the queue.
+    if unsafe { nvrs_wq_init() }.is_null() {
+        return Err(ENOMEM);
+    }
+    Ok(())
+}
+
+/// nvrs's work queue, once module init made it.
+pub(crate) fn wq() -> Option<&'static kernel::workqueue::Queue> {
+    // SAFETY: Reads the pointer module init wrote before `/dev/nvrs` existed.
+    let q = unsafe { nvrs_wq_get() };
+    // SAFETY: The queue lives until `wq_fini` at module exit, after everything that enqueues.
+    (!q.is_null()).then(|| unsafe { kernel::workqueue::Queue::from_raw(q) })
+}
+
+/// Waits for every work item queued on nvrs's work queue so far.
+pub(crate) fn wq_flush() {
+    // SAFETY: The queue is valid from module init to module exit (or NULL, which is ignored).
+    unsafe { nvrs_wq_flush() }
+}
+
+/// Drains and destroys nvrs's work queue; module exit, after the last user.
+pub(crate) fn wq_fini() {
+    // SAFETY: Module exit: nothing enqueues any more (every file is closed, every GPU gone).
+    unsafe { nvrs_wq_fini() }
 }
 
 /// The `struct pci_dev` behind a PCI device, as the untyped pointer the helpers take (the

@@ -44,6 +44,10 @@
 //!
 //! * Free callbacks of consumers run with **no** nvrs lock held: they may sleep and take their
 //!   own locks, and those locks may be held around calls into nvrs.
+//! * Nothing heavy runs in the MMU notifier's `release` (inside its SRCU read section): the
+//!   owner's exit only marks its VA space dead and queues `VaSpace::exit_work` on nvrs's work
+//!   queue, which releases the allocations (free callbacks, scrubbing). GPU removal flushes the
+//!   queue with no nvrs lock held; module exit drains it before freeing the registries.
 //! * Nothing is allocated under a lock that `nvidia_p2p_get_pages()` takes (`VASPACES`,
 //!   `VaSpace::inner`, `Allocation::state`, `PINS`, `FbMemory::pmm` — the manager's own
 //!   metadata aside): registry nodes and pin objects are reserved before locking (allocated, or a spare an

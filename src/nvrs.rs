@@ -151,12 +151,18 @@ impl ModuleState {
         dmabuf::init_registry();
         p2p::quarantine::init()?;
         topology::distance::init();
+        if let Err(e) = helpers::wq_init() {
+            p2p::quarantine::fini();
+            return Err(e);
+        }
         Ok(Self(()))
     }
 }
 
 impl Drop for ModuleState {
     fn drop(&mut self) {
+        // Queued VA-space teardowns finish first: they hold VA spaces and allocations.
+        helpers::wq_fini();
         vaspace::fini_registry();
         p2p::pin::fini_registry();
         dmabuf::fini_registry();

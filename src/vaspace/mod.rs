@@ -4,8 +4,9 @@
 //!
 //! Each process that opens `/dev/nvrs` gets one [`VaSpace`], bound to its address space (mm) as
 //! UVM's are: shared by all the files that process opens, usable only from that process, and
-//! torn down when the address space goes away (the process exits or execs) or the last of its
-//! files is closed, whichever comes first. A child that inherits the file does not keep the
+//! torn down when the address space goes away (the process exits or execs; the allocations are
+//! then released by a work item, not in the MMU notifier) or the last of its files is closed,
+//! whichever comes first. A child that inherits the file does not keep the
 //! parent's memory alive and cannot use it (`-EPERM`).
 //!
 //! An [`Allocation`] is GPU memory on one GPU at a contiguous range of GPU VAs; physically it is
@@ -67,9 +68,14 @@ use kernel::{
             Relaxed, //
         },
         Arc,
+        ArcBorrow,
         Mutex, //
     },
     task::Pid,
+    workqueue::{
+        Work,
+        WorkItem, //
+    },
 };
 
 use crate::{
@@ -544,6 +550,24 @@ pub(crate) struct VaSpace {
     pub(crate) tgid: Pid,
     #[pin]
     inner: Mutex<VaInner>,
+    /// Releases the allocations once the owner's address space is gone ([`VaSpace::owner_gone`]
+    /// queues it on nvrs's work queue; GPU removal flushes it, module exit drains it).
+    #[pin]
+    exit_work: Work<VaSpace>,
+}
+
+kernel::impl_has_work! {
+    impl HasWork<VaSpace> for VaSpace { self.exit_work }
+}
+
+/// The teardown after the owner's exit, in a worker: free callbacks and scrubbing run there,
+/// not in the MMU notifier's SRCU read section.
+impl WorkItem for VaSpace {
+    type Pointer = Arc<VaSpace>;
+
+    fn run(this: Arc<VaSpace>) {
+        this.release_all();
+    }
 }
 
 /// The live VA ranges, for the [`VaAllocator`].
@@ -616,8 +640,10 @@ pub(crate) fn render_va(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
 /// exists ([`VaSpace::close`] stops the watch before it can go away).
 #[no_mangle]
 unsafe extern "C" fn nvrs_va_space_exit(owner: *mut c_void) {
-    // SAFETY: By the function's safety requirement.
-    let vs = unsafe { &*owner.cast::<VaSpace>() };
+    // SAFETY: `owner` is `Arc::as_ptr` of the VA space (`VaSpace::open`), whose reference in the
+    // registry or in the opener is not dropped before `close` has stopped the watch, which waits
+    // for this call (function safety requirement).
+    let vs = unsafe { ArcBorrow::<VaSpace>::from_raw(owner.cast()) };
     vs.owner_gone();
 }
 
@@ -641,6 +667,7 @@ impl VaSpace {
                     watch: None,
                     dead: false,
                 }, "VaSpace::inner"),
+                exit_work <- kernel::new_work!("VaSpace::exit_work"),
             }),
             GFP_KERNEL,
         )?;
@@ -681,16 +708,39 @@ impl VaSpace {
         self.inner.lock().is_current()
     }
 
-    /// The owner's address space went away: release every allocation. Later calls through the
-    /// owner's files fail (`-EPERM`).
-    fn owner_gone(&self) {
-        let doomed = {
-            let mut inner = self.inner.lock();
-            inner.dead = true;
-            core::mem::take(&mut inner.allocs)
+    /// The owner's address space went away (the MMU notifier's `release`, inside its SRCU read
+    /// section): the VA space dies at once, later calls through the owner's files fail
+    /// (`-EPERM`), and the allocations become unreachable (they are found only through a live
+    /// VA space). Releasing them (free callbacks, scrubbing) is left to [`VaSpace::exit_work`];
+    /// until it runs, GPU removal or the last close may release them instead.
+    fn owner_gone(self: ArcBorrow<'_, Self>) {
+        self.inner.lock().dead = true;
+        let queued = match helpers::wq() {
+            // Queued once: `owner_gone` runs once per address space.
+            Some(q) => q.enqueue(Arc::from(self)).is_ok(),
+            None => false,
         };
-        for a in doomed.values() {
-            a.release();
+        if !queued {
+            // Cannot happen (the queue exists while `/dev/nvrs` does); release here rather than
+            // never.
+            self.release_all();
+        }
+    }
+
+    /// Releases the allocations the VA space still has, one at a time (each is taken out under
+    /// the lock and released without it).
+    fn release_all(&self) {
+        loop {
+            let node = {
+                let mut inner = self.inner.lock();
+                let va = inner.allocs.iter().next().map(|(va, _)| *va);
+                va.and_then(|va| inner.allocs.remove_node(&va))
+            };
+            // The node is freed here, outside the lock.
+            match node.map(|n| n.to_key_value().1) {
+                Some(a) => a.release(),
+                None => break,
+            }
         }
     }
 
@@ -920,4 +970,7 @@ pub(crate) fn release_gpu(gpu: &GpuInfo) {
             None => break,
         }
     }
+    // A teardown after an owner's exit may have taken one of the GPU's allocations out before
+    // the walk and still be releasing it: nothing of the GPU may outlive its removal.
+    helpers::wq_flush();
 }

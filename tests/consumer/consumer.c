@@ -24,6 +24,10 @@
  *   slowpin S VA LEN MS    pin whose free callback sleeps MS ms (as a NIC
  *                          driver quiescing its queues would)
  *   incb S                 whether S's free callback is running right now
+ *   cbctx S                where S's last free callback ran: in an exiting
+ *                          task (its mm's teardown, the MMU notifier's SRCU
+ *                          read section when nvrs runs it from there) and/or
+ *                          in a workqueue worker
  *   cpumap S               map the pinned first page for the CPU through its
  *                          physical address, as gdrdrv does for user space
  *   keep S                 remember S's table and mapping pointers (the
@@ -88,6 +92,7 @@
 #include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/pci.h>
+#include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
@@ -117,6 +122,7 @@ struct slot {
 	bool live;			/* pinned and not revoked or put */
 	atomic_t callbacks;
 	atomic_t in_callback;
+	atomic_t cb_exiting, cb_worker;	/* context of the last callback */
 	unsigned int cb_delay_ms;
 	void __iomem *cpu;		/* cpumap */
 	/* keep: pointers remembered for the stale-pointer tests */
@@ -168,6 +174,8 @@ static void free_callback(void *data)
 	struct slot *s = data;
 
 	atomic_set(&s->in_callback, 1);
+	atomic_set(&s->cb_exiting, !!(current->flags & PF_EXITING));
+	atomic_set(&s->cb_worker, !!(current->flags & PF_WQ_WORKER));
 	/* A driver quiescing its queues; nvrs must not unmap under it. */
 	if (s->cb_delay_ms)
 		msleep(s->cb_delay_ms);
@@ -975,6 +983,11 @@ static int run_cmd(char *line)
 	}
 	if (!strcmp(argv[0], "incb")) {
 		reply("incb %d\n", atomic_read(&s->in_callback));
+		return 0;
+	}
+	if (!strcmp(argv[0], "cbctx")) {
+		reply("cbctx exiting %d worker %d\n", atomic_read(&s->cb_exiting),
+		      atomic_read(&s->cb_worker));
 		return 0;
 	}
 	if (!strcmp(argv[0], "cpumap"))

@@ -19,6 +19,20 @@ tool "40 x (ALLOC 2 MiB, mmap, FREE without munmap) in a VA space that holds 8; 
 check "  the VA allocator wrapped around" grep -qE "^va_ranges: [0-9]+ wraps [1-9]" $D/p2p
 check "  no VA range is left (va_ranges: 0)" grep -qE "^va_ranges: 0 " $D/p2p
 
+# --- The owner's exit releases its memory outside the MMU notifier ---------
+# The notifier's release runs in the exiting task inside the notifier's SRCU
+# read section (exit_mmap -> mmu_notifier_release): a free callback run from
+# there cannot wait for SRCU, and scrubbing GiBs there delays every notifier
+# user. At fe5c205 the callback ran in the exiting task (exiting 1 worker 0).
+# A child holds the file, so the release is not the last close's.
+tool "an owner exits with a pinned allocation while a child holds its file" \
+	alloc A 0 2M \; ctl pin 6 @A 0x10000 \; forkhold 2000
+tool "  its pin's free callback fired" sleep 500 \; ctl status 6
+check "  callbacks 1" grep -qE "callbacks 1$" /tmp/tool.out
+tool "  where the callback ran" ctl cbctx 6
+check "  in a workqueue worker, not in the exiting task" grep -qx "cbctx exiting 0 worker 1" /tmp/tool.out
+check "  the child exits" sh -c "sleep 2"
+
 check "rmmod consumer" rmmod nvrs_consumer
 check_all_returned
 check "rmmod nvrs" rmmod nvrs
