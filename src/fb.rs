@@ -166,6 +166,22 @@ pub(crate) fn retired_overlapping(phys: u64, len: u64, uuid: &[u8; 16]) -> Optio
         .cloned()
 }
 
+/// A manager for a GPU being probed ([`FbMemory::new`]) that refuses allocations while retired
+/// managers overlapping it ([`retired_overlapping`]) hold memory; and the bytes they hold.
+pub(crate) fn new_blocked(
+    table: &ArchTable,
+    aperture_phys: u64,
+    fb_offset: u64,
+    fb_size: u64,
+    uuid: [u8; 16],
+) -> Result<(Arc<FbMemory>, u64)> {
+    let phys = aperture_phys.checked_add(fb_offset).ok_or(EINVAL)?;
+    let blocked_by = retired_overlapping(phys, fb_size, &uuid);
+    let held = blocked_by.as_ref().map_or(0, |m| m.held_bytes());
+    let mem = FbMemory::new(table, aperture_phys, fb_offset, fb_size, uuid, blocked_by)?;
+    Ok((mem, held))
+}
+
 impl FbMemory {
     /// A manager for `[fb_offset, fb_offset + fb_size)` of the aperture at `aperture_phys`.
     /// Allocations are refused while `blocked_by` holds memory.

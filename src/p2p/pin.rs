@@ -476,6 +476,7 @@ impl PinEntry {
             return Err(e);
         }
         st.pins += 1;
+        crate::testhook::delay(crate::testhook::Point::PinPublish);
         publish(key as *mut abi::PageTable);
         sw.lap(Phase::Publish);
         Ok(())

@@ -796,6 +796,7 @@ impl VaSpace {
     pub(crate) fn free(&self, va: u64) -> Result {
         let node = self.inner.lock().allocs.remove_node(&va).ok_or(ENOENT)?;
         let (_, a) = node.to_key_value();
+        crate::testhook::delay(crate::testhook::Point::FreeRelease);
         a.release();
         Ok(())
     }
