@@ -31,11 +31,12 @@ unload() {
 # unbind_at POINT MS AFTER: a shell command for nvrs-tool's "sh" (run in the
 # background with "&") that waits for nvrs to reach delay point POINT (its
 # "test delay: MS ms at POINT" line), waits AFTER seconds more, unbinds GPU1
-# with a 60 s limit and writes the exit status of that to /tmp/unbind.rc.
+# with a 60 s limit and writes the exit status of that to /tmp/unbind.rc;
+# one subshell, so that a trailing "&" puts all of it in the background.
 unbind_at() {
-	echo "n=0; until dmesg | grep -q 'test delay: $2 ms at $1'; do" \
+	echo "(n=0; until dmesg | grep -q 'test delay: $2 ms at $1'; do" \
 		"n=\$((n + 1)); [ \$n -gt 300 ] && break; sleep 0.2; done;" \
-		"sleep $3; timeout 60 sh -c 'echo $GPU1 > $U'; echo \$? > /tmp/unbind.rc"
+		"sleep $3; timeout 60 sh -c 'echo $GPU1 > $U'; echo \$? > /tmp/unbind.rc)"
 }
 
 # --- 1. No free callback before get_pages handed out the table --------------
