@@ -251,6 +251,9 @@ impl NvrsDriver {
         // Waits for allocations, releases and scrubbing in flight; none start afterwards.
         mem.set_gone_and_wait();
         crate::vaspace::release_gpu(gpu);
+        // Releases that others took out of a VA space before the walk above finish first:
+        // until then their user mappings may still reach the aperture.
+        mem.wait_idle();
         crate::p2p::pin::drain_gpu(mem);
         let mappings = crate::dmabuf::revoke_gpu(mem);
         if mappings != 0 {

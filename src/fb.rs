@@ -221,6 +221,29 @@ impl FbMemory {
         }
     }
 
+    /// Counts the release of an allocation that is being taken out of its VA space; called
+    /// under the VA space's lock, before the allocation leaves it. Never refused: once out of
+    /// the VA space the allocation is beyond GPU removal's walk, so removal waits for its
+    /// release instead ([`Self::wait_idle`]), even if the GPU is already going away. The
+    /// release takes the count over with [`Self::adopt`].
+    pub(crate) fn detach(&self) {
+        *self.busy.lock() += 1;
+    }
+
+    /// The guard of a release counted by [`Self::detach`]: dropping it ends the count.
+    pub(crate) fn adopt(&self) -> InFlight<'_> {
+        InFlight(self)
+    }
+
+    /// Waits until no operation is in flight: GPU removal, after it walked the VA spaces, for
+    /// the releases of allocations others took out of them ([`Self::detach`]).
+    pub(crate) fn wait_idle(&self) {
+        let mut busy = self.busy.lock();
+        while *busy != 0 {
+            self.idle.wait(&mut busy);
+        }
+    }
+
     /// Starts an operation that writes the memory or hands it out; `-ENODEV` once the GPU is
     /// going away. GPU removal waits for the returned guard to be dropped.
     pub(crate) fn enter(&self) -> Result<InFlight<'_>> {

@@ -56,4 +56,7 @@
 //!   allocation, release or scrubbing is in flight (`FbMemory::enter`) before it walks the VA
 //!   spaces, pins and mappings. Pinning, mapping and faulting check `gone` under the lock the
 //!   walk takes for their collection (`Allocation::state`, `P2pPin::dma`), so nothing is added
-//!   behind the walk.
+//!   behind the walk. An allocation leaves its VA space (FREE, VA-space teardown, the walk
+//!   itself) only with its release counted in `FbMemory::busy` under `VaSpace::inner`
+//!   (`FbMemory::detach`, never refused), and removal waits for those counts again after the
+//!   walk, so a release the walk cannot see any more still finishes before the aperture goes.
