@@ -32,7 +32,8 @@
 //! Leaf locks, taken with nothing of the above held or only briefly under one of them, and
 //! taking nothing themselves: [`VA`](crate::vaspace::VA) (the GPU VA allocator; taken alone, or
 //! from a VMA's `close` under `mmap_lock`), [`GPUS`](crate::gpu::GPUS) (the GPU registry),
-//! [`RETIRED`](crate::fb::RETIRED) (retired memory managers), the quarantine ring
+//! [`RETIRED`](crate::fb::RETIRED) (retired memory managers; their ranges are fixed at creation
+//! and read without `FbMemory::pmm`), the quarantine ring
 //! ([`RING`](crate::p2p::quarantine::RING)), the remembered P2PDMA distances
 //! ([`DISTANCES`](crate::topology::distance::DISTANCES), a spinlock; the kernel is asked with it
 //! released) and `FbMemory::busy` (operations in flight on a

@@ -205,8 +205,15 @@ mod tests {
         let phys = 0x7f00_0000_0000;
         let uuid = [0xa5; 16];
         fb::reserve_retired(2)?;
-        let first = fb::FbMemory::new(table, phys, 0, ROOT_CHUNK_SIZE, [0x5a; 16], None)?;
-        let second = fb::FbMemory::new(table, phys, ROOT_CHUNK_SIZE, ROOT_CHUNK_SIZE, uuid, None)?;
+        let first = fb::FbMemory::new(table, phys, 0, ROOT_CHUNK_SIZE, [0x5a; 16], KVec::new())?;
+        let second = fb::FbMemory::new(
+            table,
+            phys,
+            ROOT_CHUNK_SIZE,
+            ROOT_CHUNK_SIZE,
+            uuid,
+            KVec::new(),
+        )?;
         first.add_held(SZ_64K);
         second.add_held(SZ_64K);
         fb::retire(first.clone());
