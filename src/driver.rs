@@ -251,6 +251,9 @@ impl NvrsDriver {
         // Waits for allocations, releases and scrubbing in flight; none start afterwards.
         mem.set_gone_and_wait();
         crate::vaspace::release_gpu(gpu);
+        // Releases that others took out of a VA space before the walk above finish first:
+        // until then their user mappings may still reach the aperture.
+        mem.wait_idle();
         crate::p2p::pin::drain_gpu(mem);
         let mappings = crate::dmabuf::revoke_gpu(mem);
         if mappings != 0 {
@@ -284,21 +287,12 @@ fn emulated_memory(
     probed: &Probed,
 ) -> Result<Arc<FbMemory>> {
     let phys = aperture.phys + probed.fb.offset;
-    let blocked_by = crate::fb::retired_overlapping(phys, probed.fb.size, &probed.uuid);
-    if let Some(old) = &blocked_by {
-        dev_warn!(
-            pdev,
-            "{} of this GPU's memory is still pinned from before its removal; allocations fail with EBUSY until those pins are put\n",
-            Size(old.held_bytes())
-        );
-    }
-    let mem = FbMemory::new(
+    let (mem, held) = crate::fb::new_blocked(
         probed.ident.table,
         aperture.phys,
         probed.fb.offset,
         probed.fb.size,
         probed.uuid,
-        blocked_by,
     )
     .map_err(|e| {
         dev_err!(pdev, "cannot set up the memory manager: {e:?}\n");
@@ -308,6 +302,13 @@ fn emulated_memory(
             ENODEV
         }
     })?;
+    if held != 0 {
+        dev_warn!(
+            pdev,
+            "{} of this GPU's memory is still pinned from before its removal; allocations fail with EBUSY until those pins are put\n",
+            Size(held)
+        );
+    }
     // Without it, user mappings fall back to uncached; they still work.
     if let Err(e) = crate::helpers::aperture_wc(pdev, phys, probed.fb.size) {
         dev_warn!(

@@ -12,13 +12,15 @@
 //! a persistent pin keeps its chunks (NVIDIA's driver likewise keeps the memory of a persistent
 //! pin until it is put). The departing manager is then *retired* ([`retire`]): a GPU probed
 //! later whose memory overlaps it (the same GPU after a rescan, or another function at the same
-//! aperture) refuses allocations with `-EBUSY` ([`FbMemory::usable`]) until every such pin is
-//! put, so no byte an old pin still reaches is handed out again.
+//! aperture) refuses allocations with `-EBUSY` ([`FbMemory::blocked`]) until every such pin is
+//! put, on every retired manager it overlaps, so no byte an old pin still reaches is handed out
+//! again.
 //!
 //! # Locking
 //!
 //! `pmm` is a mutex (metadata allocation sleeps). It is the innermost nvrs lock: nothing else is
-//! taken while it is held. See [`crate::locking`].
+//! taken while it is held. [`RETIRED`] is a leaf lock: a manager's range is fixed at creation
+//! and read without `pmm`. See [`crate::locking`].
 
 use core::fmt;
 
@@ -69,9 +71,11 @@ pub(crate) struct FbMemory {
     idle: CondVar,
     /// Bytes handed out and not yet returned.
     held: Atomic<u64>,
-    /// A retired manager whose memory overlaps this one's, while pins made before its GPU's
-    /// removal still hold some of it.
-    blocked_by: Option<Arc<FbMemory>>,
+    /// The retired managers whose memory overlaps this one's, found at probe: allocations are
+    /// refused while pins made before their GPUs' removal still hold memory of any of them.
+    blocked_by: KVec<Arc<FbMemory>>,
+    /// The CPU physical range of the managed memory, fixed at creation (read without `pmm`).
+    phys_range: (u64, u64),
     /// The GPU's UUID (all zero if unknown): a GPU coming back after a rescan is the same GPU
     /// even if its aperture moved.
     uuid: [u8; 16],
@@ -152,32 +156,68 @@ pub(crate) fn retire(mem: Arc<FbMemory>) {
     }
 }
 
-/// The retired manager still holding memory of the GPU with `uuid` (if known) or overlapping
-/// `[phys, phys + len)`, if any.
-pub(crate) fn retired_overlapping(phys: u64, len: u64, uuid: &[u8; 16]) -> Option<Arc<FbMemory>> {
-    let mut r = RETIRED.lock();
-    r.retain(|m| m.held_bytes() != 0);
+/// Every retired manager still holding memory of the GPU with `uuid` (if known) or overlapping
+/// `[phys, phys + len)`. The list is allocated with `RETIRED` released (it is counted first, and
+/// counted again if more managers match by the time it is filled).
+pub(crate) fn retired_overlapping(
+    phys: u64,
+    len: u64,
+    uuid: &[u8; 16],
+) -> Result<KVec<Arc<FbMemory>>> {
     let end = phys.saturating_add(len);
-    r.iter()
-        .find(|m| {
-            let (s, e) = m.range();
-            (s < end && phys < e) || (*uuid != [0; 16] && m.uuid == *uuid)
-        })
-        .cloned()
+    let hit = |m: &Arc<FbMemory>| {
+        let (s, e) = m.range();
+        m.held_bytes() != 0 && ((s < end && phys < e) || (*uuid != [0; 16] && m.uuid == *uuid))
+    };
+    loop {
+        let want = {
+            let mut r = RETIRED.lock();
+            r.retain(|m| m.held_bytes() != 0);
+            r.iter().filter(|m| hit(m)).count()
+        };
+        let mut out = KVec::with_capacity(want, GFP_KERNEL)?;
+        let r = RETIRED.lock();
+        let fits = r
+            .iter()
+            .filter(|m| hit(m))
+            .all(|m| out.push_within_capacity(m.clone()).is_ok());
+        drop(r);
+        if fits {
+            return Ok(out);
+        }
+    }
+}
+
+/// A manager for a GPU being probed ([`FbMemory::new`]) that refuses allocations while retired
+/// managers overlapping it ([`retired_overlapping`]) hold memory; and the bytes they hold.
+pub(crate) fn new_blocked(
+    table: &ArchTable,
+    aperture_phys: u64,
+    fb_offset: u64,
+    fb_size: u64,
+    uuid: [u8; 16],
+) -> Result<(Arc<FbMemory>, u64)> {
+    let phys = aperture_phys.checked_add(fb_offset).ok_or(EINVAL)?;
+    let blocked_by = retired_overlapping(phys, fb_size, &uuid)?;
+    let held = blocked_by.iter().map(|m| m.held_bytes()).sum();
+    let mem = FbMemory::new(table, aperture_phys, fb_offset, fb_size, uuid, blocked_by)?;
+    Ok((mem, held))
 }
 
 impl FbMemory {
     /// A manager for `[fb_offset, fb_offset + fb_size)` of the aperture at `aperture_phys`.
-    /// Allocations are refused while `blocked_by` holds memory.
+    /// Allocations are refused while any of `blocked_by` holds memory.
     pub(crate) fn new(
         table: &ArchTable,
         aperture_phys: u64,
         fb_offset: u64,
         fb_size: u64,
         uuid: [u8; 16],
-        blocked_by: Option<Arc<FbMemory>>,
+        blocked_by: KVec<Arc<FbMemory>>,
     ) -> Result<Arc<Self>> {
         let pmm = Pmm::new(fb_offset, fb_size, table.pmm_chunk_sizes).map_err(errno)?;
+        let start = aperture_phys.checked_add(pmm.base()).ok_or(EINVAL)?;
+        let phys_range = (start, start.saturating_add(pmm.total_bytes()));
         Arc::pin_init(
             try_pin_init!(Self {
                 pmm <- new_mutex!(pmm, "FbMemory::pmm"),
@@ -187,6 +227,7 @@ impl FbMemory {
                 idle <- new_condvar!("FbMemory::idle"),
                 held: Atomic::new(0),
                 blocked_by,
+                phys_range,
                 uuid,
                 copier: &crate::copy::APERTURE_COPY,
                 compacting <- new_mutex!((), "FbMemory::compacting"),
@@ -200,6 +241,29 @@ impl FbMemory {
     pub(crate) fn set_gone_and_wait(&self) {
         let mut busy = self.busy.lock();
         self.gone.store(true, Release);
+        while *busy != 0 {
+            self.idle.wait(&mut busy);
+        }
+    }
+
+    /// Counts the release of an allocation that is being taken out of its VA space; called
+    /// under the VA space's lock, before the allocation leaves it. Never refused: once out of
+    /// the VA space the allocation is beyond GPU removal's walk, so removal waits for its
+    /// release instead ([`Self::wait_idle`]), even if the GPU is already going away. The
+    /// release takes the count over with [`Self::adopt`].
+    pub(crate) fn detach(&self) {
+        *self.busy.lock() += 1;
+    }
+
+    /// The guard of a release counted by [`Self::detach`]: dropping it ends the count.
+    pub(crate) fn adopt(&self) -> InFlight<'_> {
+        InFlight(self)
+    }
+
+    /// Waits until no operation is in flight: GPU removal, after it walked the VA spaces, for
+    /// the releases of allocations others took out of them ([`Self::detach`]).
+    pub(crate) fn wait_idle(&self) {
+        let mut busy = self.busy.lock();
         while *busy != 0 {
             self.idle.wait(&mut busy);
         }
@@ -219,17 +283,15 @@ impl FbMemory {
     /// Whether new allocations are refused because pins made before an earlier removal still
     /// hold memory that overlaps this GPU's (`-EBUSY`).
     pub(crate) fn blocked(&self) -> Result {
-        match &self.blocked_by {
-            Some(old) if old.held_bytes() != 0 => Err(EBUSY),
-            _ => Ok(()),
+        if self.blocked_by.iter().any(|old| old.held_bytes() != 0) {
+            return Err(EBUSY);
         }
+        Ok(())
     }
 
-    /// The CPU physical range of the managed memory.
+    /// The CPU physical range of the managed memory (no lock: [`RETIRED`] is a leaf lock).
     fn range(&self) -> (u64, u64) {
-        let pmm = self.pmm.lock();
-        let start = self.aperture_phys + pmm.base();
-        (start, start.saturating_add(pmm.total_bytes()))
+        self.phys_range
     }
 
     /// Bytes handed out and not yet returned.

@@ -34,7 +34,8 @@
 //! under `mmap_lock` by a fault that drops the last reference on a just-released allocation),
 //! `CpuHandle::alloc` (what a CPU mapping refers to; taken by faults under `mmap_lock` and by
 //! release with no lock held), [`GPUS`](crate::gpu::GPUS) (the GPU registry),
-//! [`RETIRED`](crate::fb::RETIRED) (retired memory managers), the quarantine ring
+//! [`RETIRED`](crate::fb::RETIRED) (retired memory managers; their ranges are fixed at creation
+//! and read without `FbMemory::pmm`), the quarantine ring
 //! ([`RING`](crate::p2p::quarantine::RING)), the remembered P2PDMA distances
 //! ([`DISTANCES`](crate::topology::distance::DISTANCES), a spinlock; the kernel is asked with it
 //! released) and `FbMemory::busy` (operations in flight on a
@@ -62,4 +63,7 @@
 //!   allocation, release or scrubbing is in flight (`FbMemory::enter`) before it walks the VA
 //!   spaces, pins and mappings. Pinning, mapping and faulting check `gone` under the lock the
 //!   walk takes for their collection (`Allocation::state`, `P2pPin::dma`), so nothing is added
-//!   behind the walk.
+//!   behind the walk. An allocation leaves its VA space (FREE, VA-space teardown, the walk
+//!   itself) only with its release counted in `FbMemory::busy` under `VaSpace::inner`
+//!   (`FbMemory::detach`, never refused), and removal waits for those counts again after the
+//!   walk, so a release the walk cannot see any more still finishes before the aperture goes.

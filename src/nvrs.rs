@@ -57,6 +57,7 @@ mod locking;
 mod p2p;
 mod pmm;
 mod room;
+mod testhook;
 mod topology;
 mod vaspace;
 
@@ -105,6 +106,16 @@ module! {
             default: 0,
             description: "vendor << 16 | device of PCI functions to list as DMA peers in \
                 debugfs topology besides network controllers (e.g. 0x123411e8: QEMU edu)",
+        },
+        test_delay_points: u32 {
+            default: 0,
+            description: "Tests only: a mask of points where nvrs sleeps test_delay_ms, to widen \
+                removal races (1 = pin before its table is handed out, 2 = FREE before the \
+                release); 0 = none",
+        },
+        test_delay_ms: u32 {
+            default: 0,
+            description: "Tests only: how long to sleep at test_delay_points (at most 60000)",
         },
         va_space_mib: u32 {
             default: 0,
@@ -227,6 +238,14 @@ pub(crate) fn compact_on_alloc() -> bool {
 /// The `p2p_coalesce` module parameter.
 pub(crate) fn p2p_coalesce() -> bool {
     module_parameters::p2p_coalesce.value()
+}
+
+/// The `test_delay_points` and `test_delay_ms` module parameters ([`testhook`]).
+pub(crate) fn test_delay() -> (u32, u32) {
+    (
+        module_parameters::test_delay_points.value(),
+        module_parameters::test_delay_ms.value(),
+    )
 }
 
 /// The `peer_device` module parameter.

@@ -10,7 +10,7 @@ mod tests {
     use kernel::prelude::*;
 
     use crate::{
-        gpu,
+        fb, gpu,
         hwref::{
             PMM_CHUNKS_DEFAULT,
             ROOT_CHUNK_SIZE,
@@ -193,5 +193,43 @@ mod tests {
             Some(State::Allocated)
         );
         assert!(transition(State::TempPinned, Event::Split).is_err());
+    }
+
+    /// Two retired managers overlap one GPU being probed (the first by its range, the second
+    /// by range and UUID): the new manager refuses allocations until both hold no memory, not
+    /// just the first one found.
+    #[test]
+    fn every_overlapping_retired_manager_blocks() -> Result {
+        let table = crate::hwref::TABLES[0];
+        // Far above any real aperture, so nothing but this test overlaps it.
+        let phys = 0x7f00_0000_0000;
+        let uuid = [0xa5; 16];
+        fb::reserve_retired(2)?;
+        let first = fb::FbMemory::new(table, phys, 0, ROOT_CHUNK_SIZE, [0x5a; 16], KVec::new())?;
+        let second = fb::FbMemory::new(
+            table,
+            phys,
+            ROOT_CHUNK_SIZE,
+            ROOT_CHUNK_SIZE,
+            uuid,
+            KVec::new(),
+        )?;
+        first.add_held(SZ_64K);
+        second.add_held(SZ_64K);
+        fb::retire(first.clone());
+        fb::retire(second.clone());
+        let (new, held) = fb::new_blocked(table, phys, 0, 2 * ROOT_CHUNK_SIZE, uuid)?;
+        let both = held == 2 * SZ_64K && new.blocked().is_err();
+        first.sub_held(SZ_64K);
+        let still = new.blocked().is_err();
+        second.sub_held(SZ_64K);
+        let free = new.blocked().is_ok();
+        // Counted back and dropped before asserting (a failed assertion ends the test right
+        // there): the retired list forgets both either way, and nothing leaks.
+        drop((new, first, second));
+        assert!(both);
+        assert!(still);
+        assert!(free);
+        Ok(())
     }
 }

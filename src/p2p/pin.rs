@@ -235,8 +235,9 @@ pub(crate) fn next_revocable(alloc: &Allocation) -> Option<PinEntry> {
 /// whose allocation another thread is releasing right now, and persistent pins. A
 /// non-persistent pin still live is revoked here (callback first, then its mappings); one being
 /// revoked or put elsewhere is waited for, so removal never tears a mapping down under a
-/// running free callback; a persistent pin loses its DMA mappings (the aperture is going away)
-/// and keeps its table and memory until it is put.
+/// running free callback; one still being created is waited for until its table is handed out;
+/// a persistent pin loses its DMA mappings (the aperture is going away) and keeps its table and
+/// memory until it is put.
 pub(crate) fn drain_gpu(mem: &crate::fb::FbMemory) {
     loop {
         let next = PINS
@@ -250,6 +251,11 @@ pub(crate) fn drain_gpu(mem: &crate::fb::FbMemory) {
         let Some(pin) = next else {
             break;
         };
+        // A pin being created holds its allocation's lock from before it enters the registry
+        // until its table is handed out: taking the lock once waits for that, so no free
+        // callback fires before the consumer holds the table (NVIDIA's PR #557 race). Nothing
+        // else is held here (the lock is above `PINS`).
+        drop(pin.alloc.state.lock());
         match pin.state() {
             PinState::Live if !pin.req.persistent => pin.revoke(),
             PinState::Live => pin.unmap_all(),
@@ -476,6 +482,7 @@ impl PinEntry {
             return Err(e);
         }
         st.pins += 1;
+        crate::testhook::delay(crate::testhook::Point::PinPublish);
         publish(key as *mut abi::PageTable);
         sw.lap(Phase::Publish);
         Ok(())

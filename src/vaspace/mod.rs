@@ -331,7 +331,17 @@ impl Allocation {
     pub(crate) fn release(&self) {
         // GPU removal waits for a release in flight, callbacks included (unless it is the
         // removal releasing).
-        let _busy = self.backing.mem.enter().ok();
+        self.release_in(self.backing.mem.enter().ok());
+    }
+
+    /// [`Allocation::release`] of an allocation taken out of its VA space, whose release was
+    /// counted then ([`FbMemory::detach`]): GPU removal waits for it even if it got here after
+    /// the GPU started going away.
+    fn release_detached(&self) {
+        self.release_in(Some(self.backing.mem.adopt()));
+    }
+
+    fn release_in(&self, _busy: Option<fb::InFlight<'_>>) {
         let mapped = {
             let mut st = self.state.lock();
             if st.released {
@@ -733,12 +743,17 @@ impl VaSpace {
         loop {
             let node = {
                 let mut inner = self.inner.lock();
-                let va = inner.allocs.iter().next().map(|(va, _)| *va);
+                // Counted before it leaves the VA space ([`FbMemory::detach`]): GPU removal
+                // cannot find it any more.
+                let va = inner.allocs.iter().next().map(|(va, a)| {
+                    a.backing.mem.detach();
+                    *va
+                });
                 va.and_then(|va| inner.allocs.remove_node(&va))
             };
             // The node is freed here, outside the lock.
             match node.map(|n| n.to_key_value().1) {
-                Some(a) => a.release(),
+                Some(a) => a.release_detached(),
                 None => break,
             }
         }
@@ -755,12 +770,13 @@ impl VaSpace {
             }
             all.retain(|v| !Arc::ptr_eq(v, self));
             inner.dead = true;
+            detach_all(&inner.allocs);
             (core::mem::take(&mut inner.allocs), inner.watch.take())
         };
         // Stopping the watch waits for a running `owner_gone`; none can start afterwards.
         drop(watch);
         for a in doomed.values() {
-            a.release();
+            a.release_detached();
         }
     }
 
@@ -858,9 +874,16 @@ impl VaSpace {
     /// Frees the allocation starting at `va`: revokes its pins and removes its CPU mappings; its
     /// memory goes back unless a persistent pin holds it.
     pub(crate) fn free(&self, va: u64) -> Result {
-        let node = self.inner.lock().allocs.remove_node(&va).ok_or(ENOENT)?;
+        let node = {
+            let mut inner = self.inner.lock();
+            // Counted before it leaves the VA space: GPU removal cannot find it any more.
+            inner.allocs.get(&va).ok_or(ENOENT)?.backing.mem.detach();
+            // Found above, under the same lock.
+            inner.allocs.remove_node(&va).ok_or(ENOENT)?
+        };
         let (_, a) = node.to_key_value();
-        a.release();
+        crate::testhook::delay(crate::testhook::Point::FreeRelease);
+        a.release_detached();
         Ok(())
     }
 
@@ -947,6 +970,14 @@ pub(crate) fn lookup_current(want: &Span) -> Option<Arc<Allocation>> {
         .flatten()
 }
 
+/// Counts the releases of every allocation of a VA space that is about to be emptied
+/// ([`FbMemory::detach`]), under its lock.
+fn detach_all(allocs: &RBTree<u64, Arc<Allocation>>) {
+    for a in allocs.values() {
+        a.backing.mem.detach();
+    }
+}
+
 /// Releases every allocation on `gpu` in every VA space (the GPU is going away). One at a time,
 /// without allocating: each is taken out of its VA space under the locks and released outside
 /// them.
@@ -956,17 +987,18 @@ pub(crate) fn release_gpu(gpu: &GpuInfo) {
             let all = VASPACES.lock();
             all.iter().find_map(|vs| {
                 let mut inner = vs.inner.lock();
-                let va = inner
+                let (va, a) = inner
                     .allocs
                     .iter()
-                    .find(|(_, a)| core::ptr::eq(&*a.gpu, gpu))
-                    .map(|(va, _)| *va)?;
+                    .find(|(_, a)| core::ptr::eq(&*a.gpu, gpu))?;
+                a.backing.mem.detach();
+                let va = *va;
                 inner.allocs.remove_node(&va)
             })
         };
         // The node is freed here, outside the locks.
         match victim.map(|n| n.to_key_value().1) {
-            Some(a) => a.release(),
+            Some(a) => a.release_detached(),
             None => break,
         }
     }

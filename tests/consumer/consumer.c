@@ -51,6 +51,9 @@
  *                          map, unmap, put such a pin (each may find it
  *                          revoked meanwhile)
  *   callbacks              free callbacks fired since load, in all
+ *   early                  free callbacks that fired before get_pages had
+ *                          handed their pin's table to the consumer (NVIDIA's
+ *                          PR #557 race: there must never be one)
  *   rawput VA PTR P        put_pages (P = 0) or put_pages_persistent (P = 1)
  *                          of table pointer PTR: a raw value, or for PTR < 16
  *                          slot PTR's (possibly stale) table (fuzzing)
@@ -124,6 +127,8 @@ struct slot {
 	atomic_t in_callback;
 	atomic_t cb_exiting, cb_worker;	/* context of the last callback */
 	unsigned int cb_delay_ms;
+	/* get_pages's out parameter: NULL until nvrs hands the table over */
+	struct nvidia_p2p_page_table *new_pt;
 	void __iomem *cpu;		/* cpumap */
 	/* keep: pointers remembered for the stale-pointer tests */
 	struct nvidia_p2p_page_table *old_pt;
@@ -139,6 +144,7 @@ struct slot {
 };
 
 static atomic64_t total_callbacks = ATOMIC64_INIT(0);
+static atomic64_t early_callbacks = ATOMIC64_INIT(0);
 
 struct consumer {
 	struct pci_dev *edu;
@@ -173,6 +179,11 @@ static void free_callback(void *data)
 {
 	struct slot *s = data;
 
+	/* Before get_pages returned the table: the consumer cannot know what is revoked. */
+	if (!READ_ONCE(s->new_pt)) {
+		pr_err("free callback before get_pages handed out the table\n");
+		atomic64_inc(&early_callbacks);
+	}
 	atomic_set(&s->in_callback, 1);
 	atomic_set(&s->cb_exiting, !!(current->flags & PF_EXITING));
 	atomic_set(&s->cb_worker, !!(current->flags & PF_WQ_WORKER));
@@ -218,10 +229,14 @@ static int cmd_pin(struct slot *s, u64 va, u64 len, bool persistent, u32 flags)
 		return -EBUSY;
 	s->map = NULL;
 	atomic_set(&s->callbacks, 0);
-	if (persistent)
+	WRITE_ONCE(s->new_pt, NULL);
+	if (persistent) {
 		ret = nvidia_p2p_get_pages_persistent(va, len, &pt, flags);
-	else
-		ret = nvidia_p2p_get_pages(0, 0, va, len, &pt, free_callback, s);
+	} else {
+		ret = nvidia_p2p_get_pages(0, 0, va, len, &s->new_pt,
+					   free_callback, s);
+		pt = READ_ONCE(s->new_pt);
+	}
 	if (ret)
 		return ret;
 	if (!NVIDIA_P2P_PAGE_TABLE_VERSION_COMPATIBLE(pt) ||
@@ -948,6 +963,10 @@ static int run_cmd(char *line)
 		return cmd_rsync();
 	if (!strcmp(argv[0], "callbacks")) {
 		reply("callbacks %lld\n", atomic64_read(&total_callbacks));
+		return 0;
+	}
+	if (!strcmp(argv[0], "early")) {
+		reply("early %lld\n", atomic64_read(&early_callbacks));
 		return 0;
 	}
 	if (!strcmp(argv[0], "rawput") && argc == 4)

@@ -24,13 +24,16 @@
  *   child CMD...               run the rest of the line in a forked child
  *   sh COMMAND                 run a shell command (e.g. a sysfs write)
  *   race GPU SECONDS           8 threads racing pin/put/free/callback
- *   bgfree SLOT                free SLOT in a background thread (join waits)
+ *   bgfree SLOT [MS]           free SLOT in a background thread (join waits),
+ *                              after sleeping MS ms if given
  *   join                       wait for the background thread
  *   forkhold MS                fork a child that keeps the inherited file
  *                              for MS ms, then exits; do not wait for it
  *                              (its pid goes to /tmp/forkhold.pid)
  *   mapall SLOT                map all of SLOT and touch every page (kept
  *                              mapped until the process exits)
+ *   keptfault SLOT OFF         read through mapall's mapping of SLOT at OFF:
+ *                              -EFAULT if that faults (SIGBUS)
  *   fill SLOT PATTERN          write PATTERN to every word of SLOT
  *   zero SLOT                  check that every byte of SLOT reads zero
  *   valoop GPU SIZE N          N x (alloc SIZE, free)
@@ -500,12 +503,14 @@ static int use_after_free(int s)
 }
 
 static pthread_t bg_thread;
-static int bg_running, bg_result;
+static int bg_running, bg_result, bg_delay_ms;
 
 static void *bg_free(void *arg)
 {
 	struct nvrs_free f = { .va = *(uint64_t *)arg };
 
+	if (bg_delay_ms)
+		usleep(bg_delay_ms * 1000);
 	bg_result = ioctl(fd, NVRS_IOCTL_FREE, &f) ? -errno : 0;
 	return NULL;
 }
@@ -1480,10 +1485,11 @@ static int run(int argc, char **argv)
 		close(ret);
 	} else if (!strcmp(cmd, "race") && argc == 3) {
 		return race(atoi(argv[1]), atoi(argv[2]));
-	} else if (!strcmp(cmd, "bgfree") && argc == 2) {
+	} else if (!strcmp(cmd, "bgfree") && (argc == 2 || argc == 3)) {
 		static uint64_t va;
 
 		va = slot_va[slot(argv[1])];
+		bg_delay_ms = argc == 3 ? atoi(argv[2]) : 0;
 		bg_running = 1;
 		pthread_create(&bg_thread, NULL, bg_free, &va);
 	} else if (!strcmp(cmd, "join") && argc == 1) {
@@ -1519,6 +1525,13 @@ static int run(int argc, char **argv)
 		return fd < 0 ? -errno : 0;
 	} else if (!strcmp(cmd, "mapall") && argc == 2) {
 		return map_all(slot(argv[1]));
+	} else if (!strcmp(cmd, "keptfault") && argc == 3) {
+		int s = slot(argv[1]);
+		uint64_t off = parse_size(argv[2]);
+
+		if (!slot_map[s] || off >= slot_size[s])
+			return -EINVAL;
+		return faults((volatile uint32_t *)((char *)slot_map[s] + off)) ? -EFAULT : 0;
 	} else if (!strcmp(cmd, "fill") && argc == 3) {
 		return fill(slot(argv[1]), strtoul(argv[2], NULL, 0));
 	} else if (!strcmp(cmd, "zero") && argc == 2) {

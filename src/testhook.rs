@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Delay points for the removal-race tests.
+//!
+//! Some races of GPU removal are a few instructions wide: a pin between entering the registry
+//! and handing its table to the consumer, a FREE between taking its allocation out of the VA
+//! space and releasing it. `tests/scenarios/removal.sh` widens them: with the module parameters
+//! `test_delay_points` (a mask of [`Point`]s) and `test_delay_ms`, the thread reaching one of
+//! the chosen points logs one line (`test delay: MS ms at NAME`) and sleeps, so the scenario can
+//! unbind the GPU inside the window. Both parameters are 0 by default, and each point then costs
+//! one read of a parameter.
+
+use kernel::{
+    prelude::*,
+    time::{
+        delay::fsleep,
+        Delta, //
+    },
+};
+
+/// The longest delay honoured, so that a typo cannot hang a test VM for good.
+const MAX_DELAY_MS: u32 = 60_000;
+
+/// A point where a test may make nvrs sleep.
+#[derive(Clone, Copy)]
+#[repr(u32)]
+pub(crate) enum Point {
+    /// Pinning, after the pin entered the registry ([`crate::p2p::pin::PINS`]) and before its
+    /// table is handed to the consumer (with the allocation's lock held).
+    PinPublish = 1 << 0,
+    /// `NVRS_IOCTL_FREE`, after the allocation was taken out of its VA space and before it is
+    /// released.
+    FreeRelease = 1 << 1,
+}
+
+impl Point {
+    fn name(self) -> &'static str {
+        match self {
+            Point::PinPublish => "pin-publish",
+            Point::FreeRelease => "free-release",
+        }
+    }
+}
+
+/// Sleeps at `at` if the module parameters ask for it.
+pub(crate) fn delay(at: Point) {
+    let (points, ms) = crate::test_delay();
+    if points & (at as u32) == 0 || ms == 0 {
+        return;
+    }
+    let ms = ms.min(MAX_DELAY_MS);
+    pr_info!("test delay: {} ms at {}\n", ms, at.name());
+    fsleep(Delta::from_millis(i64::from(ms)));
+}

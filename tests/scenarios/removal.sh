@@ -1,0 +1,76 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Scenario "removal": GPU removal racing the users of its memory, in windows
+# widened by nvrs's test delay points (src/testhook.rs: the module
+# parameters test_delay_points and test_delay_ms). Each block loads nvrs
+# with one set of points, unbinds GPU1 inside the window, and unloads it
+# again. Every unbind runs under `timeout`, so a hung one fails its test
+# instead of the VM.
+
+. /scenarios/lib.sh
+M=/lib/modules
+D=/sys/kernel/debug/nvrs
+U=/sys/bus/pci/drivers/nvrs/unbind
+
+# load POINTS MS: nvrs with those delay points, and the consumer.
+load() {
+	check "insmod nvrs (test_delay_points=$1 test_delay_ms=$2)" \
+		insmod $M/nvrs.ko emulated=1 peer_device=0x123411e8 \
+		test_delay_points=$1 test_delay_ms=$2
+	check "insmod consumer" insmod $M/nvrs_consumer.ko
+	GPU1=$(nvrs_bound | sed -n 2p)
+	expect_eq "two GPUs bound" 2 "$(nvrs_bound | wc -l)"
+}
+
+unload() {
+	check "rmmod consumer" rmmod nvrs_consumer
+	check "no pins left" grep -qx "pins: 0" $D/p2p
+	check "rmmod nvrs" rmmod nvrs
+}
+
+# unbind_at POINT MS AFTER: a shell command for nvrs-tool's "sh" (run in the
+# background with "&") that waits for nvrs to reach delay point POINT (its
+# "test delay: MS ms at POINT" line), waits AFTER seconds more, unbinds GPU1
+# with a 60 s limit and writes the exit status of that to /tmp/unbind.rc;
+# one subshell, so that a trailing "&" puts all of it in the background.
+unbind_at() {
+	echo "(n=0; until dmesg | grep -q 'test delay: $2 ms at $1'; do" \
+		"n=\$((n + 1)); [ \$n -gt 300 ] && break; sleep 0.2; done;" \
+		"sleep $3; timeout 60 sh -c 'echo $GPU1 > $U'; echo \$? > /tmp/unbind.rc)"
+}
+
+# --- 1. No free callback before get_pages handed out the table --------------
+# NVIDIA's PR #557 race. The pin sits between entering the registry and
+# handing its table over (holding the allocation's lock) for 8 s. A FREE of
+# the allocation comes 1.5 s in and takes it out of the VA space (the FREE
+# point delays its release by as much, so GPU removal cannot wait for it on
+# any version of nvrs); the unbind comes 3 s in. Removal finds the pin in the
+# registry: it must not revoke it before the pin is published.
+load 3 8000
+rm -f /tmp/unbind.rc
+tool "a pin racing a FREE and the unbind of its GPU" \
+	alloc A 1 2M \; sh "$(unbind_at pin-publish 8000 3) &" \; bgfree A 1500 \; \
+	ctl pin 0 @A 0x200000 \; join \; sh "while [ ! -e /tmp/unbind.rc ]; do sleep 0.2; done" \; \
+	ctl status 0 \; ctl early
+expect_eq "  the unbind returned within 60 s" 0 "$(cat /tmp/unbind.rc 2>/dev/null)"
+check "  the callback fired (the pin was revoked)" \
+	grep -qx "slot 0 pinned 0 mapped 0 persistent 0 callbacks 1" /tmp/tool.out
+check "  but not before get_pages handed out the table" grep -qx "early 0" /tmp/tool.out
+unload
+
+# --- 2. Removal waits for a FREE that has not yet entered its release -------
+# The FREE took the allocation out of the VA space and sleeps 6 s before
+# releasing it; the process still has the memory mapped. The unbind comes
+# then: it must not return (and give up the BAR and its write-combined
+# reservation) while that mapping still reaches the memory.
+load 2 6000
+rm -f /tmp/unbind.rc
+tool "a FREE in flight, the process's mapping live, and GPU1 unbound" \
+	alloc A 1 2M \; mapall A \; bgfree A \; sh "$(unbind_at free-release 6000 0)" \; \
+	!EFAULT keptfault A 0 \; join
+expect_eq "  the unbind returned within 60 s" 0 "$(cat /tmp/unbind.rc 2>/dev/null)"
+check "  the mapping faulted once the unbind had returned" \
+	grep -qx "ok keptfault (failed as expected)" /tmp/tool.out
+unload
+
+done_testing
