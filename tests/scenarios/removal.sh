@@ -74,8 +74,9 @@ check "  the mapping faulted once the unbind had returned" \
 unload
 
 # --- 3. A consumer stuck in its free callback does not hang the unbind -----
-# A FREE revokes a pin whose free callback blocks until the consumer is told
-# (cbblock/cbrelease). GPU1 is unbound meanwhile, in the background: it must
+# A FREE revokes a pin (DMA-mapped for edu) whose free callback blocks until
+# the consumer is told (cbblock/cbrelease); the pin's DMA mapping is torn down
+# only after the unbind returned. GPU1 is unbound meanwhile, in the background: it must
 # give up on the callback after nvrs's bound (fb::REMOVAL_WAIT, 10 s), say so
 # in one line naming the pin, and return with the memory retired. The tool
 # waits up to 60 s for that, then releases the callback either way (so an
@@ -85,7 +86,7 @@ load 0 0
 rm -f /tmp/unbind.rc /tmp/unbind.early /tmp/p2p.stuck /tmp/p2p.after
 dmesg_mark
 tool "a FREE blocked in a free callback while GPU1 is unbound" \
-	alloc A 1 2M \; ctl pin 0 @A 0x200000 \; ctl cbblock \; bgfree A \; \
+	alloc A 1 2M \; ctl pin 0 @A 0x200000 \; ctl map 0 \; ctl cbblock \; bgfree A \; \
 	sh "n=0; until grep -q 'state Revoking' $D/p2p; do n=\$((n + 1)); [ \$n -gt 300 ] && break; sleep 0.1; done" \; \
 	sh "(timeout 120 sh -c 'echo $GPU1 > $U'; echo \$? > /tmp/unbind.rc) &" \; \
 	sh "n=0; until [ -e /tmp/unbind.rc ]; do n=\$((n + 1)); [ \$n -gt 600 ] && break; sleep 0.1; done; cat /tmp/unbind.rc > /tmp/unbind.early; cat $D/p2p > /tmp/p2p.stuck" \; \
