@@ -37,6 +37,10 @@ use kernel::{
     prelude::*,
     str::CString,
     sync::Arc,
+    time::{
+        Instant,
+        Monotonic, //
+    },
 };
 
 use crate::{
@@ -249,12 +253,32 @@ impl NvrsDriver {
             return;
         };
         // Waits for allocations, releases and scrubbing in flight; none start afterwards.
-        mem.set_gone_and_wait();
+        // Releases blocked in a consumer's free callback are waited for at most
+        // `REMOVAL_WAIT` in all (see `FbMemory::wait_idle`).
+        let since = Instant::<Monotonic>::now();
+        let stuck = || crate::p2p::pin::stuck_on(mem).0;
+        let mut idle = mem.set_gone_and_wait(since, stuck);
         crate::vaspace::release_gpu(gpu);
         // Releases that others took out of a VA space before the walk above finish first:
         // until then their user mappings may still reach the aperture.
-        mem.wait_idle();
-        crate::p2p::pin::drain_gpu(mem);
+        idle = idle && mem.wait_idle(since, stuck);
+        let (stuck_pins, holder) = if idle {
+            (0, None)
+        } else {
+            crate::p2p::pin::stuck_on(mem)
+        };
+        if let Some(h) = holder {
+            dev_warn!(
+                pdev,
+                "gave up after {} ms on {} free callbacks, first of pin va {:#x} len {:#x} pid {}; its memory stays retired until the callback returns\n",
+                crate::fb::REMOVAL_WAIT.as_millis(),
+                stuck_pins,
+                h.va,
+                h.len,
+                h.pid
+            );
+        }
+        crate::p2p::pin::drain_gpu(mem, !idle);
         let mappings = crate::dmabuf::revoke_gpu(mem);
         if mappings != 0 {
             dev_warn!(
@@ -263,7 +287,8 @@ impl NvrsDriver {
                 mappings
             );
         }
-        let pins = crate::p2p::pin::count_on(mem);
+        let pins = crate::p2p::pin::count_on(mem)
+            .saturating_sub(usize::try_from(stuck_pins).unwrap_or(usize::MAX));
         if pins != 0 {
             dev_warn!(
                 pdev,

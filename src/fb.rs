@@ -35,7 +35,15 @@ use kernel::{
         },
         Arc,
         CondVar,
+        CondVarTimeoutResult,
         Mutex, //
+    },
+    time::{
+        delay::fsleep,
+        msecs_to_jiffies,
+        Delta,
+        Instant,
+        Monotonic, //
     },
 };
 
@@ -133,6 +141,16 @@ pub(crate) fn init_retired() {
 /// Frees the list at module exit (no pin can exist then: each persistent pin holds the module).
 pub(crate) fn fini_retired() {
     drop(core::mem::take(&mut *RETIRED.lock()));
+}
+
+/// How long GPU removal waits for releases blocked in consumers' free callbacks before it gives
+/// up on them ([`FbMemory::wait_idle`]): it then names the pin in the kernel log, leaves
+/// the memory retired, and the unbind returns; the release completes when the callback returns.
+pub(crate) const REMOVAL_WAIT: Delta = Delta::from_secs(10);
+
+/// Bytes that retired managers still hold (`debugfs/nvrs/p2p`'s `retired:` line).
+pub(crate) fn retired_bytes() -> u64 {
+    RETIRED.lock().iter().map(|m| m.held_bytes()).sum()
 }
 
 /// Makes room to retire every bound GPU's manager later without allocating (GPU removal must
@@ -237,12 +255,50 @@ impl FbMemory {
     }
 
     /// Marks the GPU as going away and waits until no operation is in flight ([`Self::enter`]):
-    /// from then on none can start, so the teardown's walks see everything there is.
-    pub(crate) fn set_gone_and_wait(&self) {
-        let mut busy = self.busy.lock();
-        self.gone.store(true, Release);
-        while *busy != 0 {
-            self.idle.wait(&mut busy);
+    /// from then on none can start, so the teardown's walks see everything there is. Gives up
+    /// as [`Self::wait_idle`] does; false then.
+    pub(crate) fn set_gone_and_wait(
+        &self,
+        since: Instant<Monotonic>,
+        stuck: impl Fn() -> u32,
+    ) -> bool {
+        {
+            let _busy = self.busy.lock();
+            self.gone.store(true, Release);
+        }
+        self.wait_idle(since, stuck)
+    }
+
+    /// Waits until no operation is in flight: GPU removal, after it walked the VA spaces, for
+    /// the releases of allocations others took out of them ([`Self::detach`]). Gives up (returns
+    /// false) once [`REMOVAL_WAIT`] has passed since `since` and every operation still in flight is a release
+    /// blocked in a consumer's free callback (`stuck()` counts those callbacks). Such a release
+    /// touches the aperture no more once it goes on ([`Self::enter`] refuses it, so its memory
+    /// goes back unscrubbed), and the memory its pin holds keeps the manager retired; any other
+    /// operation (allocating, scrubbing) is always waited for. The lock is dropped while
+    /// `stuck` runs, and while sleeping with a signal pending (the wait is not interruptible).
+    pub(crate) fn wait_idle(&self, since: Instant<Monotonic>, stuck: impl Fn() -> u32) -> bool {
+        loop {
+            let mut busy = self.busy.lock();
+            if *busy == 0 {
+                return true;
+            }
+            let n = *busy;
+            drop(busy);
+            if since.elapsed() >= REMOVAL_WAIT && stuck() >= n {
+                return false;
+            }
+            busy = self.busy.lock();
+            if *busy == 0 {
+                return true;
+            }
+            if let CondVarTimeoutResult::Signal { .. } = self
+                .idle
+                .wait_interruptible_timeout(&mut busy, msecs_to_jiffies(100))
+            {
+                drop(busy);
+                fsleep(Delta::from_millis(100));
+            }
         }
     }
 
@@ -258,15 +314,6 @@ impl FbMemory {
     /// The guard of a release counted by [`Self::detach`]: dropping it ends the count.
     pub(crate) fn adopt(&self) -> InFlight<'_> {
         InFlight(self)
-    }
-
-    /// Waits until no operation is in flight: GPU removal, after it walked the VA spaces, for
-    /// the releases of allocations others took out of them ([`Self::detach`]).
-    pub(crate) fn wait_idle(&self) {
-        let mut busy = self.busy.lock();
-        while *busy != 0 {
-            self.idle.wait(&mut busy);
-        }
     }
 
     /// Starts an operation that writes the memory or hands it out; `-ENODEV` once the GPU is

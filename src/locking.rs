@@ -67,3 +67,6 @@
 //!   itself) only with its release counted in `FbMemory::busy` under `VaSpace::inner`
 //!   (`FbMemory::detach`, never refused), and removal waits for those counts again after the
 //!   walk, so a release the walk cannot see any more still finishes before the aperture goes.
+//!   The one exception: releases blocked in a consumer's free callback are waited for at most
+//!   [`REMOVAL_WAIT`](crate::fb::REMOVAL_WAIT) (counted under `PINS`, with `FbMemory::busy`
+//!   released); they touch the aperture no more afterwards and their memory stays retired.

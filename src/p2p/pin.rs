@@ -238,7 +238,11 @@ pub(crate) fn next_revocable(alloc: &Allocation) -> Option<PinEntry> {
 /// running free callback; one still being created is waited for until its table is handed out;
 /// a persistent pin loses its DMA mappings (the aperture is going away) and keeps its table and
 /// memory until it is put.
-pub(crate) fn drain_gpu(mem: &crate::fb::FbMemory) {
+///
+/// With `skip_stuck` (removal gave up on releases blocked in free callbacks, see
+/// [`crate::fb::REMOVAL_WAIT`]), a pin whose callback is running is left alone: its release
+/// ends it when the callback returns, and its memory keeps the manager retired until then.
+pub(crate) fn drain_gpu(mem: &crate::fb::FbMemory, skip_stuck: bool) {
     loop {
         let next = PINS
             .lock()
@@ -246,6 +250,7 @@ pub(crate) fn drain_gpu(mem: &crate::fb::FbMemory) {
             .find(|p| {
                 core::ptr::eq(&*p.alloc.backing.mem, mem)
                     && !(p.req.persistent && p.state() == PinState::Live && p.dma.lock().is_empty())
+                    && !(skip_stuck && p.in_callback())
             })
             .cloned();
         let Some(pin) = next else {
@@ -262,6 +267,33 @@ pub(crate) fn drain_gpu(mem: &crate::fb::FbMemory) {
             PinState::Revoking | PinState::Putting | PinState::Dead => pin.wait_dead(),
         }
     }
+}
+
+/// A pin whose free callback is running, as GPU removal names it when it gives up waiting.
+pub(crate) struct StuckPin {
+    /// The pinned VA, length and the pinning process.
+    pub(crate) va: u64,
+    pub(crate) len: u64,
+    pub(crate) pid: kernel::task::Pid,
+}
+
+/// The pins on the memory of `mem` whose free callback is running right now, and the first of
+/// them.
+pub(crate) fn stuck_on(mem: &crate::fb::FbMemory) -> (u32, Option<StuckPin>) {
+    let reg = PINS.lock();
+    let mut out = (0u32, None);
+    for p in reg
+        .all()
+        .filter(|p| core::ptr::eq(&*p.alloc.backing.mem, mem) && p.in_callback())
+    {
+        out.0 = out.0.saturating_add(1);
+        out.1.get_or_insert(StuckPin {
+            va: p.req.va,
+            len: p.req.len,
+            pid: p.alloc.tgid,
+        });
+    }
+    out
 }
 
 /// Pins on the memory of `mem`, the bytes they pin and their DMA mappings.
@@ -289,9 +321,12 @@ pub(crate) fn count_on(mem: &crate::fb::FbMemory) -> usize {
 
 /// Renders `debugfs/nvrs/p2p`: the number of live pins, then one line per pin.
 pub(crate) fn render(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    // `RETIRED` is a leaf lock: read before `PINS` is taken.
+    let retired = crate::fb::retired_bytes();
     let reg = PINS.lock();
     writeln!(f, "pins: {}", reg.all().count())?;
     writeln!(f, "revoked: {}", REVOKED.load(Relaxed))?;
+    writeln!(f, "retired: {retired:#x}")?;
     for p in reg.all() {
         let maps = p.dma.lock();
         let runs: usize = maps.iter().map(|m| m.run_count()).sum();
@@ -387,6 +422,11 @@ impl P2pPin {
     /// Whether the calling thread is running this pin's free callback.
     pub(crate) fn is_revoking_thread(&self) -> bool {
         self.revoker.load(Relaxed) == kernel::task::Task::current_raw() as usize
+    }
+
+    /// Whether the pin's free callback is running (on any thread).
+    pub(crate) fn in_callback(&self) -> bool {
+        self.state() == PinState::Revoking && self.revoker.load(Relaxed) != 0
     }
 
     /// Current state.

@@ -28,6 +28,10 @@
  *                          task (its mm's teardown, the MMU notifier's SRCU
  *                          read section when nvrs runs it from there) and/or
  *                          in a workqueue worker
+ *   cbblock                free callbacks from now on block until cbrelease
+ *                          (a consumer stuck in its callback)
+ *   cbrelease              lets blocked free callbacks return, and later
+ *                          ones run unblocked
  *   cpumap S               map the pinned first page for the CPU through its
  *                          physical address, as gdrdrv does for user space
  *   keep S                 remember S's table and mapping pointers (the
@@ -85,6 +89,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/atomic.h>
+#include <linux/completion.h>
 #include <linux/debugfs.h>
 #include <linux/delay.h>
 #include <linux/dma-mapping.h>
@@ -145,6 +150,9 @@ struct slot {
 
 static atomic64_t total_callbacks = ATOMIC64_INIT(0);
 static atomic64_t early_callbacks = ATOMIC64_INIT(0);
+/* cbblock: free callbacks wait for cb_release (completed by cbrelease). */
+static atomic_t cb_block = ATOMIC_INIT(0);
+static DECLARE_COMPLETION(cb_release);
 
 struct consumer {
 	struct pci_dev *edu;
@@ -190,6 +198,8 @@ static void free_callback(void *data)
 	/* A driver quiescing its queues; nvrs must not unmap under it. */
 	if (s->cb_delay_ms)
 		msleep(s->cb_delay_ms);
+	if (atomic_read(&cb_block))
+		wait_for_completion(&cb_release);
 	atomic_set(&s->in_callback, 0);
 	/* nvrs frees the table and its DMA mappings once we return. */
 	atomic_inc(&s->callbacks);
@@ -965,6 +975,16 @@ static int run_cmd(char *line)
 		reply("callbacks %lld\n", atomic64_read(&total_callbacks));
 		return 0;
 	}
+	if (!strcmp(argv[0], "cbblock")) {
+		reinit_completion(&cb_release);
+		atomic_set(&cb_block, 1);
+		return 0;
+	}
+	if (!strcmp(argv[0], "cbrelease")) {
+		atomic_set(&cb_block, 0);
+		complete_all(&cb_release);
+		return 0;
+	}
 	if (!strcmp(argv[0], "early")) {
 		reply("early %lld\n", atomic64_read(&early_callbacks));
 		return 0;
@@ -1183,6 +1203,8 @@ module_init(nvrs_consumer_init);
 
 static void __exit nvrs_consumer_exit(void)
 {
+	atomic_set(&cb_block, 0);
+	complete_all(&cb_release);
 	pci_unregister_driver(&edu_driver);
 	mutex_destroy(&con->lock);
 	kfree(con);

@@ -73,4 +73,35 @@ check "  the mapping faulted once the unbind had returned" \
 	grep -qx "ok keptfault (failed as expected)" /tmp/tool.out
 unload
 
+# --- 3. A consumer stuck in its free callback does not hang the unbind -----
+# A FREE revokes a pin (DMA-mapped for edu) whose free callback blocks until
+# the consumer is told (cbblock/cbrelease); the pin's DMA mapping is torn down
+# only after the unbind returned. GPU1 is unbound meanwhile, in the background: it must
+# give up on the callback after nvrs's bound (fb::REMOVAL_WAIT, 10 s), say so
+# in one line naming the pin, and return with the memory retired. The tool
+# waits up to 60 s for that, then releases the callback either way (so an
+# unbind that waits forever fails here instead of hanging the VM); then the
+# release completes and the retired memory is gone.
+load 0 0
+rm -f /tmp/unbind.rc /tmp/unbind.early /tmp/p2p.stuck /tmp/p2p.after
+dmesg_mark
+tool "a FREE blocked in a free callback while GPU1 is unbound" \
+	alloc A 1 2M \; ctl pin 0 @A 0x200000 \; ctl map 0 \; ctl cbblock \; bgfree A \; \
+	sh "n=0; until grep -q 'state Revoking' $D/p2p; do n=\$((n + 1)); [ \$n -gt 300 ] && break; sleep 0.1; done" \; \
+	sh "(timeout 120 sh -c 'echo $GPU1 > $U'; echo \$? > /tmp/unbind.rc) &" \; \
+	sh "n=0; until [ -e /tmp/unbind.rc ]; do n=\$((n + 1)); [ \$n -gt 600 ] && break; sleep 0.1; done; cat /tmp/unbind.rc > /tmp/unbind.early; cat $D/p2p > /tmp/p2p.stuck" \; \
+	ctl cbrelease \; join \; \
+	sh "while [ ! -e /tmp/unbind.rc ]; do sleep 0.2; done; cat $D/p2p > /tmp/p2p.after"
+expect_eq "  the unbind returned while the callback was blocked" 0 "$(cat /tmp/unbind.early 2>/dev/null)"
+expect_eq "  one dmesg line names the stuck pin" 1 \
+	"$(dmesg_new | grep -c 'gave up after 10000 ms on 1 free callbacks, first of pin va 0x[0-9a-f]* len 0x200000 pid [0-9]*; its memory stays retired')"
+check "  its memory was retired meanwhile" grep -qx "retired: 0x200000" /tmp/p2p.stuck
+check "  the pin was still being revoked" grep -q "len 0x200000 .* state Revoking" /tmp/p2p.stuck
+check "  once the callback returned, the pin is gone" grep -qx "pins: 0" /tmp/p2p.after
+check "  and no memory is retired any more" grep -qx "retired: 0x0" /tmp/p2p.after
+check "  GPU1 binds again" sh -c "echo $GPU1 > /sys/bus/pci/drivers/nvrs/bind"
+expect_eq "  two GPUs bound" 2 "$(nvrs_bound | wc -l)"
+tool "  and hands out its memory (nothing retired blocks it)" alloc B 1 2M \; free B
+unload
+
 done_testing
