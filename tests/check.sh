@@ -201,7 +201,7 @@ vm() {
 KUNIT=(--expect-suite nvrs_ident --expect-suite nvrs_emu_identity --expect-suite nvrs_gpus
 	--expect-suite nvrs_topology --expect-suite nvrs_pmm)
 vm switch --topology switch --bad-gpus --scenario probe --scenario topology --scenario p2p \
-	--scenario isolation --scenario dmabuf --scenario compact --scenario smi --files "$OUT/files" \
+	--scenario isolation --scenario dmabuf --scenario compact --scenario smi --scenario stale --files "$OUT/files" \
 	"${KUNIT[@]}"
 # The DKMS package: `dkms build` against the test kernel tree (Debian's dkms,
 # in a private tree), and the module it builds is the one the next VM loads.
@@ -254,7 +254,7 @@ if san_env=$("$TESTS/bootstrap.sh" sanitize) && (
 		--timeout 1500 --module "$SAN/nvrs.ko" --module "$SAN/tests/consumer/nvrs_consumer.ko" \
 		--bin "$OUT/nvrs-tool" --bin "$OUT/nvrs-fuzz" --topology switch \
 		--scenario probe --scenario topology --scenario p2p --scenario isolation \
-		--scenario dmabuf --scenario compact --scenario faultinject --scenario fuzz "${KUNIT[@]}"
+		--scenario dmabuf --scenario compact --scenario faultinject --scenario fuzz --scenario stale "${KUNIT[@]}"
 	log=$OUT/vm-sanitize-console.log
 	SUMMARY+=("     fault injection: $(sed -n 's/.*nvrs-faultinject: points \([0-9]*\).*/\1/p' "$log" | tail -n1) injection points exercised")
 	SUMMARY+=("     fuzzing: $(sed -n 's/.*nvrs-fuzz-count: \([0-9]*\).*/\1/p' "$log" | tail -n1) operations")
