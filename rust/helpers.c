@@ -199,6 +199,14 @@ int nvrs_node_cpulist(int node, char *buf, u32 len)
 	return scnprintf(buf, len, "%*pbl", cpumask_pr_args(mask));
 }
 
+/*
+ * GPU aperture is MMIO: no CPU cache holds it, so DMA-API debug's count of
+ * overlapping mappings per cacheline (which warns past 7, e.g. one table
+ * mapped eight times for one peer, or dma-buf attachments of the same memory)
+ * guards nothing here. The attribute only affects that debug check.
+ */
+#define NVRS_MMIO_ATTRS DMA_ATTR_DEBUGGING_IGNORE_CACHELINES
+
 /**
  * nvrs_dma_map_mmio() - map a range of GPU aperture for DMA by a peer
  * @peer: the device that will access the range
@@ -212,7 +220,8 @@ int nvrs_dma_map_mmio(struct pci_dev *peer, u64 phys, u64 size, u64 *dma)
 {
 	dma_addr_t addr;
 
-	addr = dma_map_resource(&peer->dev, phys, size, DMA_BIDIRECTIONAL, 0);
+	addr = dma_map_resource(&peer->dev, phys, size, DMA_BIDIRECTIONAL,
+				NVRS_MMIO_ATTRS);
 	if (dma_mapping_error(&peer->dev, addr))
 		return -EIO;
 	*dma = addr;
@@ -227,7 +236,8 @@ int nvrs_dma_map_mmio(struct pci_dev *peer, u64 phys, u64 size, u64 *dma)
  */
 void nvrs_dma_unmap_mmio(struct pci_dev *peer, u64 dma, u64 size)
 {
-	dma_unmap_resource(&peer->dev, dma, size, DMA_BIDIRECTIONAL, 0);
+	dma_unmap_resource(&peer->dev, dma, size, DMA_BIDIRECTIONAL,
+			   NVRS_MMIO_ATTRS);
 }
 
 /**

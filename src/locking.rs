@@ -36,7 +36,9 @@
 //! release with no lock held), [`GPUS`](crate::gpu::GPUS) (the GPU registry),
 //! [`RETIRED`](crate::fb::RETIRED) (retired memory managers; their ranges are fixed at creation
 //! and read without `FbMemory::pmm`), the quarantine ring
-//! ([`RING`](crate::p2p::quarantine::RING)), the remembered P2PDMA distances
+//! ([`RING`](crate::p2p::quarantine::RING)) and its tombstones
+//! ([`TOMBS`](crate::p2p::quarantine::TOMBS); never held with `RING`), the remembered P2PDMA
+//! distances
 //! ([`DISTANCES`](crate::topology::distance::DISTANCES), a spinlock; the kernel is asked with it
 //! released) and `FbMemory::busy` (operations in flight on a
 //! GPU's memory; GPU removal sleeps on `FbMemory::idle` with it released).

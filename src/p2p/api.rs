@@ -41,6 +41,7 @@ use crate::{
             Phase,
             Stopwatch, //
         },
+        quarantine,
     },
     topology,
     vaspace::{
@@ -167,12 +168,19 @@ fn put(va: u64, table: *mut abi::PageTable, persistent: bool) -> Result {
         return Ok(());
     }
     let mut sw = Stopwatch::start();
-    let not_found = if persistent { Err(EINVAL) } else { Ok(()) };
+    let not_found = || {
+        if persistent {
+            return Err(EINVAL);
+        }
+        // The normal end of a revoked pin: its tomb goes.
+        quarantine::unbury(table as usize, va);
+        Ok(())
+    };
     let Some(pin) = pin::lookup(table as usize) else {
-        return not_found;
+        return not_found();
     };
     if pin.req.va != va {
-        return not_found;
+        return not_found();
     }
     if pin.req.persistent != persistent {
         return Err(EINVAL);
@@ -244,13 +252,47 @@ fn dma_map(
     }
     let mapping = DmaMapping::new(&pin.table, peer, crate::p2p_coalesce())?;
     let ptr = mapping.as_ptr();
-    let mut maps = pin.dma.lock();
+    // Nothing is allocated under `P2pPin::dma` (src/locking.rs): room for the mapping is
+    // made with the lock released, and the vector swapped in under it, rechecked.
+    let mut maps = loop {
+        let want = {
+            let maps = pin.dma.lock();
+            (maps.len() >= maps.capacity()).then(|| maps.len() + 1)
+        };
+        let Some(want) = want else {
+            let maps = pin.dma.lock();
+            if maps.len() < maps.capacity() {
+                break maps;
+            }
+            continue;
+        };
+        let mut grown = KVec::with_capacity(want.max(4), GFP_KERNEL)?;
+        let old = {
+            let mut maps = pin.dma.lock();
+            if maps.len() < grown.capacity() {
+                for m in maps.drain_all() {
+                    // `grown` has room for every mapping `maps` holds.
+                    let _ = grown.push_within_capacity(m);
+                }
+                Some(core::mem::replace(&mut *maps, grown))
+            } else {
+                None
+            }
+        };
+        // The emptied vector (or the unused one) is freed with the lock released.
+        drop(old);
+    };
     // A revocation (or the GPU's removal) that started meanwhile would miss this mapping:
     // refuse instead. Both tear mappings down under this lock.
     if pin.state() != PinState::Live || pin.alloc.backing.mem.is_gone() {
         return Err(EINVAL);
     }
-    maps.push(mapping, GFP_KERNEL)?;
+    // Room was made above, under this lock hold.
+    if let Err(m) = maps.push_within_capacity(mapping) {
+        drop(maps);
+        drop(m);
+        return Err(ENOMEM);
+    }
     // Handed out under the lock, before any teardown can free it.
     // SAFETY: `out` is non-null and, by the API contract, points to a writable
     // `nvidia_p2p_dma_mapping_t *` of the caller.

@@ -43,7 +43,11 @@
 //! from then on, and nvrs treats the pointers it is later given (`nvidia_p2p_put_pages()`,
 //! `nvidia_p2p_dma_unmap_pages()`) purely as lookup keys: a stale one is not found, and the call
 //! returns 0. Table and mapping memory is quarantined after use ([`quarantine`]), so a stale
-//! pointer does not name a newer pin or mapping either.
+//! pointer does not name a newer pin or mapping either: a revoked pin's table stays reserved
+//! (a tombstone, up to [`quarantine::TOMBS_MAX`]) until its consumer puts it, however many pins
+//! end meanwhile, and `nvidia_p2p_dma_map_pages()` on it returns `-EINVAL`. A pointer used after
+//! the consumer's *own* put (a double put) is only protected for [`quarantine::CAPACITY`] table
+//! ends.
 //!
 //! `p2p_token` and `va_space` (NVIDIA's CUDA-context handles for the pre-2.0 token interface)
 //! are accepted and ignored: the VA space is always the calling process's.

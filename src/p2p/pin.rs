@@ -612,6 +612,11 @@ impl PinEntry {
             self.wait_dead();
             return;
         }
+        // The consumer keeps the table after its callback and puts it later: its address stays
+        // reserved until then (allocated here, with no lock held).
+        if let Some(node) = quarantine::tomb_node() {
+            quarantine::bury(node, self.table.key(), self.req.va);
+        }
         self.revoker
             .store(kernel::task::Task::current_raw() as usize, Relaxed);
         if let Some(cb) = self.req.callback {

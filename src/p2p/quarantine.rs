@@ -16,12 +16,37 @@
 //! pointer therefore names no live object until that many pins or mappings have ended after it,
 //! and even then the put and unmap paths check the VA and the table the object belongs to.
 //!
+//! # Tombstones
+//!
+//! The ring alone bounds protection by pins ended, not by time: once [`CAPACITY`] tables were
+//! parked after a revoked pin's, its address is the next pin's, and the consumer that kept it
+//! (the protocol's normal stale use: free callback fired, `put_pages(va, table)` later) would
+//! put or map another owner's pin. So a *revoked* pin's table is kept as a [`Tomb`] (block
+//! cleared, plus the pin's VA) until its consumer puts it ([`unbury`]: the block then goes to
+//! the ring); while the tomb exists no pin can get that address. Tombs are bounded by
+//! [`TOMBS_MAX`]; beyond it the tomb with the lowest address goes to the ring. A revocation
+//! whose tomb node cannot be allocated (allocated with no lock held) falls back to the ring,
+//! and so does a consumer's put racing the revocation itself (it finds the live pin, the tomb
+//! stays until the cap evicts it).
+//!
+//! Residual: a consumer that uses a pointer after its *own* put (a double put, a protocol
+//! violation) is only protected for [`CAPACITY`] table ends, as before.
+//!
+//! Tables and DMA-mapping headers have separate rings, so mapping tables for many peers does
+//! not shorten the tables' quarantine.
+//!
 //! The ring also keeps a few [`Spare`]s: the pin object and registry node of ended pins, for the
 //! next pins. Their addresses were never handed out, so they need no quarantine; they are kept
 //! here so that a pin that ends returns its table block and its spare in one lock hold, and the
 //! next pin takes both in one.
 
-use kernel::prelude::*;
+use kernel::{
+    prelude::*,
+    rbtree::{
+        RBTree,
+        RBTreeNodeReservation, //
+    },
+};
 
 use crate::p2p::{abi, pin::Spare, table::TableBlock};
 
@@ -41,13 +66,49 @@ pub(crate) enum Parked {
 // from any thread.
 unsafe impl Send for Parked {}
 
+/// The most tombs kept (a node and a block, under 200 bytes each).
+pub(crate) const TOMBS_MAX: usize = 65536;
+
+/// A revoked pin's table, reserved until its consumer puts it.
+pub(crate) struct Tomb {
+    /// The pin's VA: a put must name it too.
+    va: u64,
+    /// The cleared block, once the revoked pin has let it go.
+    block: Option<KBox<TableBlock>>,
+}
+
+// SAFETY: A tomb's block is cleared (its pointers null) before it is kept; it is only ever
+// freed or parked, from any thread.
+unsafe impl Send for Tomb {}
+
+/// A tomb's registry node, allocated with no lock held.
+pub(crate) type TombNode = RBTreeNodeReservation<usize, Tomb>;
+
+/// The tombs, by table address.
+pub(crate) struct Tombs {
+    /// `None` before module init and after module exit.
+    tree: Option<RBTree<usize, Tomb>>,
+    count: usize,
+}
+
+kernel::sync::global_lock! {
+    // SAFETY: `init` calls `init` from the module initialiser, before any pin can exist.
+    // A spinlock: nothing is freed or allocated under it.
+    pub(crate) unsafe(uninit) static TOMBS: SpinLock<Tombs> = Tombs { tree: None, count: 0 };
+}
+
 /// How many [`Spare`]s are kept: enough for the pins a few threads end and start again at
 /// once (a spare is a few hundred bytes).
 pub(crate) const SPARES: usize = 16;
 
 /// The ring of parked objects, and the spares.
 pub(crate) struct Ring {
+    /// Parked tables.
     slots: KVec<Option<Parked>>,
+    /// Parked DMA-mapping headers, a ring of their own.
+    maps: KVec<Option<Parked>>,
+    /// The slot of `maps` parked next.
+    next_map: usize,
     /// The slot parked next: the oldest parked object's, once the ring is full. Below
     /// `slots.len()` once initialised.
     next: usize,
@@ -60,6 +121,8 @@ kernel::sync::global_lock! {
     // A spinlock: nothing is freed, allocated or waited for under it.
     pub(crate) unsafe(uninit) static RING: SpinLock<Ring> = Ring {
         slots: KVec::new(),
+        maps: KVec::new(),
+        next_map: 0,
         next: 0,
         spares: KVec::new(),
     };
@@ -69,14 +132,20 @@ kernel::sync::global_lock! {
 pub(crate) fn init() -> Result {
     // SAFETY: Module init runs once, so `init` is called exactly once, before any other use.
     unsafe { RING.init() };
+    // SAFETY: As above, for `TOMBS`.
+    unsafe { TOMBS.init() };
+    TOMBS.lock().tree = Some(RBTree::new());
     let mut slots = KVec::with_capacity(CAPACITY, GFP_KERNEL)?;
+    let mut maps = KVec::with_capacity(CAPACITY, GFP_KERNEL)?;
     for _ in 0..CAPACITY {
         slots.push(None, GFP_KERNEL)?;
+        maps.push(None, GFP_KERNEL)?;
     }
     let mut spares = KVec::with_capacity(SPARES, GFP_KERNEL)?;
     {
         let mut ring = RING.lock();
         core::mem::swap(&mut ring.slots, &mut slots);
+        core::mem::swap(&mut ring.maps, &mut maps);
         core::mem::swap(&mut ring.spares, &mut spares);
     }
     // The empty vectors swapped out are dropped here, outside the lock.
@@ -85,15 +154,91 @@ pub(crate) fn init() -> Result {
 
 /// Frees every parked object and spare at module exit.
 pub(crate) fn fini() {
-    let (slots, spares) = {
+    let tombs = TOMBS.lock().tree.take();
+    drop(tombs);
+    let (slots, maps, spares) = {
         let mut ring = RING.lock();
         (
             core::mem::take(&mut ring.slots),
+            core::mem::take(&mut ring.maps),
             core::mem::take(&mut ring.spares),
         )
     };
     drop(slots);
+    drop(maps);
     drop(spares);
+}
+
+/// A node for [`bury`], allocated (with no lock held); `None` if that fails.
+pub(crate) fn tomb_node() -> Option<TombNode> {
+    TombNode::new(GFP_KERNEL).ok()
+}
+
+/// Reserves the table at `key` of a pin being revoked, with VA `va`, as a tomb: its block is
+/// kept there when the pin lets it go. Never allocates.
+pub(crate) fn bury(node: TombNode, key: usize, va: u64) {
+    let (evicted, replaced) = {
+        let mut tombs = TOMBS.lock();
+        let full = tombs.count >= TOMBS_MAX;
+        let count = tombs.count;
+        let Some(tree) = tombs.tree.as_mut() else {
+            return;
+        };
+        let evicted = if full {
+            let first = tree.iter().next().map(|(k, _)| *k);
+            first.and_then(|k| tree.remove(&k))
+        } else {
+            None
+        };
+        let replaced = tree.insert(node.into_node(key, Tomb { va, block: None }));
+        let count = count + usize::from(evicted.is_none() && replaced.is_none());
+        tombs.count = count;
+        (evicted, replaced)
+    };
+    // Outside the lock: an evicted tomb's block goes to the ring.
+    if let Some(b) = evicted.and_then(|t| t.block) {
+        park(Parked::Table(b));
+    }
+    drop(replaced);
+}
+
+/// Ends the tomb at `key` if its VA is `va` (the consumer put the revoked pin): its block goes
+/// to the ring. Whether there was one.
+pub(crate) fn unbury(key: usize, va: u64) -> bool {
+    let tomb = {
+        let mut tombs = TOMBS.lock();
+        let found = tombs
+            .tree
+            .as_ref()
+            .and_then(|t| t.get(&key))
+            .is_some_and(|t| t.va == va);
+        if !found {
+            return false;
+        }
+        let t = tombs.tree.as_mut().and_then(|t| t.remove(&key));
+        tombs.count = tombs.count.saturating_sub(1);
+        t
+    };
+    if let Some(b) = tomb.and_then(|t| t.block) {
+        park(Parked::Table(b));
+    }
+    true
+}
+
+/// Gives a cleared table block to its tomb, if it has one; otherwise hands it back.
+fn to_tomb(p: Parked) -> Option<Parked> {
+    let Parked::Table(b) = p else {
+        return Some(p);
+    };
+    let key = core::ptr::from_ref(&b.table) as usize;
+    let mut tombs = TOMBS.lock();
+    match tombs.tree.as_mut().and_then(|t| t.get_mut(&key)) {
+        Some(t) if t.block.is_none() => {
+            t.block = Some(b);
+            None
+        }
+        _ => Some(Parked::Table(b)),
+    }
 }
 
 /// Clears `p`.
@@ -113,12 +258,16 @@ impl Ring {
     /// Parks `p` (cleared) in the next slot; returns the oldest parked object it evicts.
     /// `p` itself comes back if there are no slots (before module init).
     fn park(&mut self, p: Parked) -> Option<Parked> {
-        let i = self.next;
-        let Some(slot) = self.slots.get_mut(i) else {
+        let (slots, next) = match p {
+            Parked::Table(_) => (&mut self.slots, &mut self.next),
+            Parked::Mapping(_) => (&mut self.maps, &mut self.next_map),
+        };
+        let i = *next;
+        let Some(slot) = slots.get_mut(i) else {
             return Some(p);
         };
         let evicted = slot.replace(p);
-        self.next = if i + 1 < self.slots.len() { i + 1 } else { 0 };
+        *next = if i + 1 < slots.len() { i + 1 } else { 0 };
         evicted
     }
 
@@ -141,6 +290,9 @@ impl Ring {
 /// allocates.
 pub(crate) fn park(mut p: Parked) {
     clear(&mut p);
+    let Some(p) = to_tomb(p) else {
+        return;
+    };
     let evicted = RING.lock().park(p);
     // Freed outside the lock (or `p` itself, before module init).
     drop(evicted);
@@ -153,6 +305,7 @@ pub(crate) fn park_pin(table: Option<KBox<TableBlock>>, spare: Spare) {
     if let Some(t) = table.as_mut() {
         clear(t);
     }
+    let table = table.and_then(to_tomb);
     let (evicted, unkept) = {
         let mut ring = RING.lock();
         let evicted = table.and_then(|t| ring.park(t));

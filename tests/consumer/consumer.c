@@ -561,6 +561,101 @@ out:
 }
 
 /*
+ * stalewrap SLOT VA LEN N: the slot's kept (table, VA) belong to a pin that
+ * was revoked (free callback fired); VA has been allocated again. Pin and put
+ * VA up to N times, until a new pin's table has the kept table's address.
+ * Then, with the newest pin live and mapped for edu, the stale calls a
+ * consumer makes after a revocation must not reach it: dma_map of the kept
+ * table is refused (-EINVAL), put of the kept (VA, table) returns 0 and the
+ * newest pin stays live (it can be mapped again) with no callback fired.
+ */
+static atomic_t stalewrap_cbs = ATOMIC_INIT(0);
+
+static void stalewrap_cb(void *data)
+{
+	atomic_inc(&stalewrap_cbs);
+}
+
+static int cmd_stalewrap(struct slot *s, u64 va, u64 len, u64 n)
+{
+	struct nvidia_p2p_page_table *old = s->old_pt, *pt = NULL;
+	struct nvidia_p2p_dma_mapping *map = NULL, *stale = NULL, *probe = NULL;
+	int ret, map_ret, put_ret, probe_ret, same = 0;
+	u64 i;
+
+	if (!old || s->old_persistent || !atomic_read(&s->callbacks))
+		return -ENOENT;
+	if (va != s->old_va)
+		return -EXDEV;
+	if (!n)
+		return -EINVAL;
+	atomic_set(&stalewrap_cbs, 0);
+	for (i = 0; i < n; i++) {
+		ret = nvidia_p2p_get_pages(0, 0, va, len, &pt, stalewrap_cb,
+					   NULL);
+		if (ret)
+			return ret;
+		if (pt == old) {
+			same = 1;
+			break;
+		}
+		if (i + 1 < n)
+			nvidia_p2p_put_pages(0, 0, va, pt);
+		cond_resched();
+	}
+	ret = nvidia_p2p_dma_map_pages(con->edu, pt, &map);
+	if (ret) {
+		nvidia_p2p_put_pages(0, 0, va, pt);
+		return ret;
+	}
+	map_ret = nvidia_p2p_dma_map_pages(con->edu, old, &stale);
+	if (!map_ret)
+		nvidia_p2p_dma_unmap_pages(con->edu, old, stale);
+	put_ret = nvidia_p2p_put_pages(0, 0, s->old_va, old);
+	probe_ret = nvidia_p2p_dma_map_pages(con->edu, pt, &probe);
+	if (!probe_ret)
+		nvidia_p2p_dma_unmap_pages(con->edu, pt, probe);
+	reply("stalewrap pins %llu same_table %d stale_map %d stale_put %d newest_map %d callbacks %d\n",
+	      same ? i + 1 : i, same, map_ret, put_ret, probe_ret,
+	      atomic_read(&stalewrap_cbs));
+	nvidia_p2p_dma_unmap_pages(con->edu, pt, map);
+	nvidia_p2p_put_pages(0, 0, va, pt);
+	/* The scenario judges the reply line (a failed write shows no reply). */
+	return 0;
+}
+
+/*
+ * mapmany SLOT N: maps the slot's table N more times for edu, checks every
+ * mapping has the same entries as the table, and unmaps them all.
+ */
+static int cmd_mapmany(struct slot *s, u64 n)
+{
+	struct nvidia_p2p_page_table *pt = READ_ONCE(s->pt);
+	struct nvidia_p2p_dma_mapping **maps;
+	u64 i, done = 0;
+	int ret = 0;
+
+	if (!READ_ONCE(s->live) || !n || n > 64)
+		return -EINVAL;
+	maps = kcalloc(n, sizeof(*maps), GFP_KERNEL);
+	if (!maps)
+		return -ENOMEM;
+	for (i = 0; i < n && !ret; i++) {
+		ret = nvidia_p2p_dma_map_pages(con->edu, pt, &maps[i]);
+		if (!ret && maps[i]->entries != pt->entries)
+			ret = -EFAULT;
+		if (!ret)
+			done++;
+	}
+	reply("mapmany %llu of %llu\n", done, n);
+	for (i = 0; i < n; i++)
+		if (maps[i])
+			nvidia_p2p_dma_unmap_pages(con->edu, pt, maps[i]);
+	kfree(maps);
+	return ret;
+}
+
+/*
  * Soak: what gdrdrv does. The callback takes the region lock, marks the
  * region gone and frees the (no-op) table; the user paths take the region
  * lock for their bookkeeping and drop it before calling into nvrs, which may
@@ -1039,6 +1134,15 @@ static int run_cmd(char *line)
 		return cmd_unmapold(s);
 	if (!strcmp(argv[0], "unmapwith") && argc == 3)
 		return cmd_unmapwith(s, argv[2]);
+	if (!strcmp(argv[0], "stalewrap") && argc == 5) {
+		u64 n;
+
+		if (kstrtou64(argv[4], 0, &n))
+			return -EINVAL;
+		return cmd_stalewrap(s, b, c, n);
+	}
+	if (!strcmp(argv[0], "mapmany") && argc == 3)
+		return cmd_mapmany(s, b);
 	if (!strcmp(argv[0], "soakpin") && argc == 4)
 		return cmd_soakpin(s, b, c);
 	if (!strcmp(argv[0], "soakmap"))
