@@ -104,16 +104,14 @@ NSH_JOB=$!
 check "a holder in a new PID namespace allocated" sh -c \
 	"for i in \$(seq 600); do grep -q '^procs ' /tmp/nsh.out && exit 0; sleep 0.1; done; exit 1"
 while IFS= read -r l; do diag "  $l"; done </tmp/nsh.out
-# Its global pid: the process whose NSpid is "GLOBAL 1".
-NSH=$(for f in /proc/[0-9]*/status; do
-	sed -n 's/^NSpid:[[:space:]]*\([0-9]*\)[[:space:]]*1$/\1/p' "$f" 2>/dev/null
-done | head -n 1)
+# Its global pid: the child unshare forked (unshare is $NSH_JOB).
+NSH=$(cat /proc/[0-9]*/stat 2>/dev/null | awk -v p=$NSH_JOB '$4 == p { print $1 }' | head -n 1)
 check "  it is pid 1 in its namespace, pid $NSH in the root namespace" sh -c \
 	"test -n '$NSH' && test '$NSH' -gt 1"
 check "  it sees itself as pid 1" grep -qE '^procs self 1 count 1 1:0:2097152$' /tmp/nsh.out
 tool "a root-namespace holder lists processes, and readers in PID namespaces do" \
 	alloc A 0 2M \; procs \; \
-	sh "nsenter -p -t $NSH nvrs-tool procs >/tmp/ns-reader.out 2>&1" \; \
+	sh "nsenter -t $NSH -p nvrs-tool procs >/tmp/ns-reader.out 2>&1" \; \
 	sh "unshare -p -f nvrs-tool procs >/tmp/ns-other.out 2>&1" \; free A
 ROOTH=$(sed -n 's/^procs self \([0-9]*\) .*/\1/p' /tmp/tool.out)
 diag "  holder's namespace: $(cat /tmp/ns-reader.out)"
