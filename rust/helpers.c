@@ -16,6 +16,7 @@
 #include <linux/pci.h>
 #include <linux/pci-p2pdma.h>
 #include <linux/pid.h>
+#include <linux/pid_namespace.h>
 #include <linux/sched.h>
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
@@ -375,6 +376,22 @@ void *nvrs_current_process_get(void)
 void nvrs_process_put(void *pid)
 {
 	put_pid(pid);
+}
+
+/**
+ * nvrs_process_nr() - a process's id as the calling task sees it
+ * @pid: a struct pid from nvrs_current_process_get()
+ *
+ * A process in a PID namespace has one id per level of namespace it belongs
+ * to; a reader sees the id of its own active namespace, and nothing of a
+ * process outside that namespace and those below it (as kill(2) and /proc).
+ *
+ * Return: the id of @pid in the active PID namespace of current, or 0 if the
+ * process is not visible there.
+ */
+int nvrs_process_nr(void *pid)
+{
+	return pid_nr_ns(pid, task_active_pid_ns(current));
 }
 
 /**

@@ -74,6 +74,7 @@ int nvrs_current_tgid(void);
 void *nvrs_current_process(void);
 void *nvrs_current_process_get(void);
 void nvrs_process_put(void *pid);
+int nvrs_process_nr(void *pid);
 int nvrs_zero_mmio(u64 phys, u64 len);
 int nvrs_copy_mmio(u64 dst, u64 src, u64 len);
 bool nvrs_module_get(void);

@@ -14,7 +14,8 @@ use core::ffi::{
 use kernel::{
     bindings,
     pci,
-    prelude::*, //
+    prelude::*,
+    task::Pid, //
 };
 
 use crate::topology::link::{
@@ -93,6 +94,9 @@ extern "C" {
     fn nvrs_pci_dev_get(pdev: *mut c_void) -> *mut c_void;
     fn nvrs_pci_dev_put(pdev: *mut c_void);
     fn nvrs_current_tgid() -> c_int;
+    fn nvrs_current_process_get() -> *mut c_void;
+    fn nvrs_process_put(pid: *mut c_void);
+    fn nvrs_process_nr(pid: *mut c_void) -> c_int;
     fn nvrs_zero_mmio(phys: u64, len: u64) -> c_int;
     fn nvrs_copy_mmio(dst: u64, src: u64, len: u64) -> c_int;
     fn nvrs_module_get() -> bool;
@@ -475,6 +479,52 @@ pub(crate) unsafe fn copy_mmio(dst: u64, src: u64, len: u64) -> Result {
 pub(crate) fn current_tgid() -> i32 {
     // SAFETY: No preconditions; reads `current`.
     unsafe { nvrs_current_tgid() }
+}
+
+/// A process, held by a reference on its `struct pid` (its thread-group id), to name it to
+/// readers in their own PID namespace.
+///
+/// A process has one id in each PID namespace from the one it was created in up to the root;
+/// the id that `NVRS_IOCTL_PROCESSES` reports is the one of the reader's namespace, and a
+/// process outside it (in a sibling container, or the host seen from a container) is not
+/// reported at all. The reference keeps the `struct pid` from being freed; it does not keep
+/// the process alive.
+///
+/// # Invariants
+///
+/// `pid` is null or a `struct pid` on which this object holds a reference.
+pub(crate) struct Process {
+    pid: *mut c_void,
+}
+
+// SAFETY: A `struct pid` reference may be held and dropped from any thread.
+unsafe impl Send for Process {}
+// SAFETY: Shared access only reads the pid's ids, which never change.
+unsafe impl Sync for Process {}
+
+impl Process {
+    /// The calling process.
+    pub(crate) fn current() -> Self {
+        // SAFETY: No preconditions; takes a reference on current's thread-group pid.
+        let pid = unsafe { nvrs_current_process_get() };
+        // INVARIANT: The helper took a reference.
+        Self { pid }
+    }
+
+    /// The process's id in the calling task's PID namespace, or `None` if it is not visible
+    /// there.
+    pub(crate) fn id_for_current(&self) -> Option<Pid> {
+        // SAFETY: `pid` is null or referenced (type invariant); the helper handles null.
+        let nr = unsafe { nvrs_process_nr(self.pid) };
+        (nr > 0).then_some(nr)
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant we hold a reference on `pid` (`put_pid` takes null).
+        unsafe { nvrs_process_put(self.pid) }
+    }
 }
 
 /// The device inode behind `/dev/nvrs` mappings, held by a reference, to remove those

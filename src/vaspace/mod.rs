@@ -556,8 +556,9 @@ impl VaInner {
 /// The GPU VA space of one process.
 #[pin_data]
 pub(crate) struct VaSpace {
-    /// The owning process's id, for display.
-    pub(crate) tgid: Pid,
+    /// The owning process, named to each reader in its own PID namespace
+    /// (`NVRS_IOCTL_PROCESSES`).
+    owner: helpers::Process,
     #[pin]
     inner: Mutex<VaInner>,
     /// Releases the allocations once the owner's address space is gone ([`VaSpace::owner_gone`]
@@ -670,7 +671,7 @@ impl VaSpace {
         }
         let vs = Arc::pin_init(
             try_pin_init!(Self {
-                tgid: helpers::current_tgid(),
+                owner: helpers::Process::current(),
                 inner <- new_mutex!(VaInner {
                     allocs: RBTree::new(),
                     opens: 1,
@@ -928,11 +929,16 @@ pub(crate) struct Usage {
 }
 
 /// Fills `out` with the memory each live VA space holds on each GPU (GPUs with none left out);
-/// returns the entries written. Nothing is allocated under the locks.
+/// returns the entries written. Processes are named by their id in the caller's PID namespace,
+/// and those the caller cannot see there are left out (a container sees its own processes
+/// only). Nothing is allocated under the locks.
 pub(crate) fn usage(out: &mut [Usage]) -> usize {
     let mut n = 0;
     let all = VASPACES.lock();
     for vs in all.iter() {
+        let Some(pid) = vs.owner.id_for_current() else {
+            continue;
+        };
         let inner = vs.inner.lock();
         let start = n;
         for (_, a) in inner.allocs.iter() {
@@ -944,11 +950,7 @@ pub(crate) fn usage(out: &mut [Usage]) -> usize {
             {
                 u.bytes += bytes;
             } else if let Some(u) = out.get_mut(n) {
-                *u = Usage {
-                    pid: vs.tgid,
-                    gpu,
-                    bytes,
-                };
+                *u = Usage { pid, gpu, bytes };
                 n += 1;
             }
         }

@@ -92,6 +92,43 @@ check "  the child exits" sh -c "test -n '$HOLDER' || exit 1; for i in \$(seq 10
 
 tool "a child cannot allocate through an inherited file" count \; !EPERM child alloc B 0 64K
 
+# --- 4c. PID namespaces (fe5c205: PROCESSES gave global PIDs to all) -------
+# A holder in a new PID namespace (a container) and one in the root namespace,
+# 2 MiB each on GPU0. PROCESSES names each process as the reader's namespace
+# does and leaves out the processes the reader cannot see there.
+rm -f /tmp/nsh.go /tmp/nsh.out
+unshare -p -f nvrs-tool alloc B 0 2M \; procs \; \
+	sh "i=0; while [ ! -e /tmp/nsh.go ] && [ \$i -lt 1200 ]; do sleep 0.1; i=\$((i + 1)); done" \; \
+	free B >/tmp/nsh.out 2>&1 &
+NSH_JOB=$!
+check "a holder in a new PID namespace allocated" sh -c \
+	"for i in \$(seq 600); do grep -q '^procs ' /tmp/nsh.out && exit 0; sleep 0.1; done; exit 1"
+while IFS= read -r l; do diag "  $l"; done </tmp/nsh.out
+# Its global pid: the child unshare forked (unshare is $NSH_JOB).
+NSH=$(cat /proc/[0-9]*/stat 2>/dev/null | awk -v p=$NSH_JOB '$4 == p { print $1 }' | head -n 1)
+check "  it is pid 1 in its namespace, pid $NSH in the root namespace" sh -c \
+	"test -n '$NSH' && test '$NSH' -gt 1"
+check "  it sees itself as pid 1" grep -qE '^procs self 1 count 1 1:0:2097152$' /tmp/nsh.out
+tool "a root-namespace holder lists processes, and readers in PID namespaces do" \
+	alloc A 0 2M \; procs \; \
+	sh "nsenter -t $NSH -p nvrs-tool procs >/tmp/ns-reader.out 2>&1" \; \
+	sh "unshare -p -f nvrs-tool procs >/tmp/ns-other.out 2>&1" \; free A
+ROOTH=$(sed -n 's/^procs self \([0-9]*\) .*/\1/p' /tmp/tool.out)
+diag "  holder's namespace: $(cat /tmp/ns-reader.out)"
+diag "  another namespace: $(cat /tmp/ns-other.out)"
+check "  the root reader sees both holders by their global pids ($ROOTH, $NSH)" sh -c \
+	"test -n '$ROOTH' && test -n '$NSH' && grep -q '^procs self $ROOTH ' /tmp/tool.out && \
+	 grep -q ' $ROOTH:0:2097152' /tmp/tool.out && grep -q ' $NSH:0:2097152' /tmp/tool.out"
+check "  a reader in the holder's namespace sees it as pid 1, and not the root holder" \
+	grep -qE '^procs self [0-9]+ count 1 1:0:2097152$' /tmp/ns-reader.out
+check "  a reader in another namespace sees neither" \
+	grep -qE '^procs self 1 count 0$' /tmp/ns-other.out
+touch /tmp/nsh.go
+wait $NSH_JOB
+NSH_RC=$?
+check "  the namespaced holder freed its memory and exited (status $NSH_RC)" sh -c \
+	"test '$NSH_RC' = 0 && grep -q '^ok free' /tmp/nsh.out"
+
 # --- 5. Write-combined CPU mappings ----------------------------------------
 # covers_wc GPU: the PAT memtype list has a write-combining range covering
 # the GPU's memory.

@@ -11,6 +11,9 @@
  *   count                      print the number of GPUs
  *   info GPU                   print a GPU's info
  *   stats GPU                  print a GPU's NVRS_IOCTL_GPU_STATS
+ *   procs                      print NVRS_IOCTL_PROCESSES: "procs self PID
+ *                              count N" and one " PID:GPU:BYTES" per entry
+ *                              (PID as this process's PID namespace sees it)
  *   alloc SLOT GPU SIZE [contig] [zero]
  *   free SLOT                  free the allocation in SLOT
  *   freeva VA                  NVRS_IOCTL_FREE of a raw VA
@@ -1442,6 +1445,20 @@ static int run(int argc, char **argv)
 			       (unsigned long long)st.chunks[NVRS_CHUNK_ALLOCATED][i],
 			       (unsigned long long)st.chunks[NVRS_CHUNK_IS_SPLIT][i],
 			       (unsigned long long)st.chunks[NVRS_CHUNK_TEMP_PINNED][i]);
+	} else if (!strcmp(cmd, "procs") && argc == 1) {
+		static struct nvrs_process_usage u[64];
+		struct nvrs_processes pr = {
+			.count = 64, .entries = (uintptr_t)u,
+		};
+		unsigned int i;
+
+		if (ioctl(fd, NVRS_IOCTL_PROCESSES, &pr))
+			return -errno;
+		printf("procs self %d count %u", (int)getpid(), pr.count);
+		for (i = 0; i < pr.count && i < 64; i++)
+			printf(" %d:%u:%llu", u[i].pid, u[i].gpu,
+			       (unsigned long long)u[i].bytes);
+		printf("\n");
 	} else if (!strcmp(cmd, "alloc") && argc >= 4) {
 		struct nvrs_alloc a = {
 			.gpu = atoi(argv[2]), .size = parse_size(argv[3]),
