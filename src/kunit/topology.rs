@@ -98,7 +98,7 @@ mod tests {
         let Lookup::Miss(g2) = c.lookup(e.provider, e.client) else {
             return Err(EINVAL);
         };
-        assert_ne!(g, g2);
+        assert!(g != g2);
         assert!(c.store(g2, e));
         assert_eq!(c.lookup(e.provider, e.client), Lookup::Hit(4));
         // The next event forgets the pair.
