@@ -181,6 +181,52 @@ int nvrs_p2pdma_distance(struct pci_dev *provider, u64 client_id)
 	return dist;
 }
 
+/*
+ * The remembered P2PDMA distances (src/topology/distance.rs) are keyed by
+ * routing ids, which name places in the hierarchy: a function added or
+ * removed anywhere may change what an id names or which bridges lie above
+ * it. The bus notifier chain is a blocking chain (an rwsem), so the call runs
+ * in process context, and bus_unregister_notifier() waits for a running one.
+ */
+static int nvrs_pci_bus_event(struct notifier_block *nb, unsigned long action,
+			      void *data)
+{
+	switch (action) {
+	case BUS_NOTIFY_ADD_DEVICE:
+	case BUS_NOTIFY_DEL_DEVICE:
+	case BUS_NOTIFY_REMOVED_DEVICE:
+		nvrs_topology_changed_rs();
+		break;
+	}
+	return NOTIFY_DONE;
+}
+
+static struct notifier_block nvrs_pci_bus_nb = {
+	.notifier_call = nvrs_pci_bus_event,
+};
+
+/**
+ * nvrs_pci_bus_watch() - forget remembered P2PDMA distances on PCI hotplug
+ *
+ * Called once at module init, after the table is set up.
+ *
+ * Return: 0 or a negative errno.
+ */
+int nvrs_pci_bus_watch(void)
+{
+	return bus_register_notifier(&pci_bus_type, &nvrs_pci_bus_nb);
+}
+
+/**
+ * nvrs_pci_bus_unwatch() - stop the notifier (module exit)
+ *
+ * When it returns, no notifier call is running and none will start.
+ */
+void nvrs_pci_bus_unwatch(void)
+{
+	bus_unregister_notifier(&pci_bus_type, &nvrs_pci_bus_nb);
+}
+
 /**
  * nvrs_node_cpulist() - the CPUs of a NUMA node as a cpulist ("0-15")
  * @node: the node, or NUMA_NO_NODE for all online CPUs

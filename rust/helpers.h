@@ -49,6 +49,8 @@ int nvrs_pci_describe(struct pci_dev *pdev, struct nvrs_pci_endpoint *ep);
 int nvrs_pci_peers(u32 extra_vendor_device, struct nvrs_pci_endpoint *eps,
 		   u32 max);
 int nvrs_p2pdma_distance(struct pci_dev *provider, u64 client_id);
+int nvrs_pci_bus_watch(void);
+void nvrs_pci_bus_unwatch(void);
 int nvrs_node_cpulist(int node, char *buf, u32 len);
 
 int nvrs_dma_map_mmio(struct pci_dev *peer, u64 phys, u64 size, u64 *dma);
@@ -106,6 +108,9 @@ void nvrs_dmabuf_unmap_rs(void *export, void *mapping);
 void nvrs_dmabuf_release_rs(void *export);
 int nvrs_dmabuf_mmap_rs(void *export, bool shared, bool exec);
 vm_fault_t nvrs_dmabuf_fault_rs(void *export, void *vmf, u64 file_off);
+
+/* Implemented in Rust (src/topology/distance.rs). */
+void nvrs_topology_changed_rs(void);
 
 /* Implemented in Rust (src/vaspace/cpu_map.rs, src/vaspace/mod.rs). */
 vm_fault_t nvrs_alloc_fault(void *alloc, void *vmf, u64 file_off);

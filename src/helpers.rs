@@ -77,6 +77,8 @@ extern "C" {
     fn nvrs_pci_describe(pdev: *mut c_void, ep: *mut RawEndpoint) -> c_int;
     fn nvrs_pci_peers(extra_vendor_device: u32, eps: *mut RawEndpoint, max: u32) -> c_int;
     fn nvrs_p2pdma_distance(provider: *mut c_void, client_id: u64) -> c_int;
+    fn nvrs_pci_bus_watch() -> c_int;
+    fn nvrs_pci_bus_unwatch();
     fn nvrs_node_cpulist(node: c_int, buf: *mut c_char, len: u32) -> c_int;
     fn nvrs_dma_map_mmio(peer: *mut c_void, phys: u64, size: u64, dma: *mut u64) -> c_int;
     fn nvrs_dma_unmap_mmio(peer: *mut c_void, dma: u64, size: u64);
@@ -235,6 +237,21 @@ pub(crate) fn pci_peers(extra: u32, out: &mut [RawEndpoint]) -> usize {
     // SAFETY: `out` is a valid, writable array of at least `max` endpoints.
     let n = unsafe { nvrs_pci_peers(extra, out.as_mut_ptr(), max) };
     usize::try_from(n).unwrap_or(0).min(out.len())
+}
+
+/// Registers the PCI bus notifier that empties the remembered P2PDMA distances on hotplug
+/// ([`crate::topology::distance`]); module init, once, after the table is set up.
+pub(crate) fn pci_bus_watch() -> Result {
+    // SAFETY: Called once from module init; the notifier calls `nvrs_topology_changed_rs`,
+    // whose table `topology::distance::init` has set up before.
+    kernel::error::to_result(unsafe { nvrs_pci_bus_watch() })
+}
+
+/// Unregisters the PCI bus notifier; waits for a call in progress. Module exit, once, after a
+/// successful [`pci_bus_watch`].
+pub(crate) fn pci_bus_unwatch() {
+    // SAFETY: The notifier was registered by `pci_bus_watch` (module init succeeded).
+    unsafe { nvrs_pci_bus_unwatch() }
 }
 
 /// The kernel's P2PDMA distance from `provider` to the function with routing id `client_id`

@@ -40,7 +40,9 @@
 //! ([`TOMBS`](crate::p2p::quarantine::TOMBS); never held with `RING`), the remembered P2PDMA
 //! distances
 //! ([`DISTANCES`](crate::topology::distance::DISTANCES), a spinlock; the kernel is asked with it
-//! released) and `FbMemory::busy` (operations in flight on a
+//! released; the PCI bus notifier empties it in process context, with no nvrs lock held and
+//! the kernel's locks of the hotplug above it: the bus notifier rwsem, the PCI rescan/remove lock)
+//! and `FbMemory::busy` (operations in flight on a
 //! GPU's memory; GPU removal sleeps on `FbMemory::idle` with it released).
 //!
 //! Rules that keep the order honest:

@@ -166,12 +166,20 @@ impl ModuleState {
             p2p::quarantine::fini();
             return Err(e);
         }
+        if let Err(e) = topology::distance::watch_bus() {
+            helpers::wq_fini();
+            p2p::quarantine::fini();
+            return Err(e);
+        }
         Ok(Self(()))
     }
 }
 
 impl Drop for ModuleState {
     fn drop(&mut self) {
+        // The driver is unregistered already (`NvrsModule` drops it first); once this returns,
+        // no PCI bus notifier call runs into the module any more.
+        topology::distance::unwatch_bus();
         // Queued VA-space teardowns finish first: they hold VA spaces and allocations.
         helpers::wq_fini();
         vaspace::fini_registry();

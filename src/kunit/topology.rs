@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! KUnit suite `nvrs_topology`: link classification and the P2P gate inside the kernel, on
-//! synthetic topologies (the live ones are checked by `tests/scenarios/topology.sh`).
+//! synthetic topologies (the live ones are checked by `tests/scenarios/topology.sh`), and the
+//! invalidation rule of the remembered P2PDMA distances.
 
 use kernel::prelude::*;
 
@@ -9,6 +10,11 @@ use kernel::prelude::*;
 mod tests {
     use kernel::prelude::*;
 
+    use crate::topology::cache::{
+        DistanceCache,
+        Entry,
+        Lookup, //
+    };
     use crate::topology::link::{
         classify,
         p2p_allowed,
@@ -71,6 +77,36 @@ mod tests {
         assert!(!p2p_allowed(Link::Sys, 0, GateOverride::Auto));
         assert!(!p2p_allowed(Link::Phb, -1, GateOverride::Auto));
         assert!(p2p_allowed(Link::Phb, -1, GateOverride::AllowAll));
+        Ok(())
+    }
+
+    #[test]
+    fn distance_cache_generation() -> Result {
+        let e = Entry {
+            provider: 0x300,
+            client: 0x700,
+            distance: 4,
+        };
+        let mut c = DistanceCache::new();
+        let Lookup::Miss(g) = c.lookup(e.provider, e.client) else {
+            return Err(EINVAL);
+        };
+        // A hotplug event while the kernel was asked: the answer is not stored.
+        c.invalidate();
+        assert!(!c.store(g, e));
+        assert_eq!(c.stats().dropped, 1);
+        let Lookup::Miss(g2) = c.lookup(e.provider, e.client) else {
+            return Err(EINVAL);
+        };
+        assert!(g != g2);
+        assert!(c.store(g2, e));
+        assert_eq!(c.lookup(e.provider, e.client), Lookup::Hit(4));
+        // The next event forgets the pair.
+        c.invalidate();
+        assert_eq!(c.stats().entries, 0);
+        assert!(matches!(c.lookup(e.provider, e.client), Lookup::Miss(_)));
+        let s = c.stats();
+        assert_eq!((s.hits, s.misses, s.invalidations), (1, 3, 2));
         Ok(())
     }
 }

@@ -6,11 +6,13 @@
 //! PHB, NODE, SYS) from the PCI hierarchy, NUMA nodes and declared NVLinks, and decides the P2P
 //! gate. This file gathers the live descriptions (through `rust/helpers.c`) and renders
 //! `debugfs/nvrs/topology`: the matrix in nvidia-smi's layout, then one line per GPU and
-//! device saying whether GPU memory may be DMA-mapped for that device, by which path.
+//! device saying whether GPU memory may be DMA-mapped for that device, by which path, and last
+//! the counters and pairs of the remembered P2PDMA distances ([`distance`]).
 //!
 //! Peer devices are network/InfiniBand controllers and the functions matching the
 //! `peer_device` module parameter.
 
+pub(crate) mod cache;
 pub(crate) mod distance;
 pub(crate) mod link;
 
@@ -188,5 +190,6 @@ pub(crate) fn render(f: &mut fmt::Formatter<'_>) -> fmt::Result {
             )?;
         }
     }
-    Ok(())
+    writeln!(f)?;
+    distance::render(f)
 }

@@ -2,12 +2,31 @@
 #
 # Scenario "topology": debugfs/nvrs/topology names the links between the
 # emulated GPUs and the edu peer as nvidia-smi topo -m would, and the P2P
-# gate follows the path and the p2p_topology override.
+# gate follows the path and the p2p_topology override. Removing and rescanning
+# the edu peer empties the remembered P2PDMA distances: the pairs are asked of
+# the kernel again, and nothing is remembered for a function that is gone.
 
 . /scenarios/lib.sh
 M=/lib/modules
 T=/sys/kernel/debug/nvrs/topology
 EDU=0x123411e8
+
+# cstat FILE FIELD: a counter of the "distance cache:" line of a copy of the
+# topology file, or "none" without one (so arithmetic on it never runs).
+cstat() {
+	_v=$(sed -n "s/^distance cache: .*$2 \([0-9][0-9]*\).*/\1/p" "$1")
+	echo "${_v:-none}"
+}
+
+# delta FIELD OLD NEW: how much counter FIELD rose from copy OLD to NEW.
+delta() {
+	_a=$(cstat "$2" "$1")
+	_b=$(cstat "$3" "$1")
+	case "$_a$_b" in
+	*none*) echo none ;;
+	*) echo $((_b - _a)) ;;
+	esac
+}
 
 # row NAME: the link cells of matrix row NAME (GPU0, NIC0, ...).
 row() {
@@ -41,6 +60,40 @@ fi
 if [ "$NVRS_NVLINK" = 1 ]; then
 	check "GPU0 -> GPU1 over NVLink allowed" sh -c "grep 'GPU0 -> GPU1' $T | grep -q 'NV4, NVLink.*allowed'"
 fi
+
+# Hotplug on the path: the remembered distances go with it.
+EDU_BDF=$(pci_functions 0x1234 0x11e8)
+check "edu present before the hotplug" test -n "$EDU_BDF"
+cat $T >/tmp/topo.1
+cat $T >/tmp/topo.2
+check "distance cache counters shown" \
+	grep -qE '^distance cache: hits [0-9]+ misses [0-9]+ invalidations [0-9]+ ' /tmp/topo.1
+expect_eq "a second read asks the kernel nothing" 0 "$(delta misses /tmp/topo.1 /tmp/topo.2)"
+expect_eq "each GPU's distance to edu remembered" "$NVRS_GPUS" \
+	"$(grep -c "^  remembered: provider .* client $EDU_BDF distance " /tmp/topo.2)"
+check "remove edu" sh -c "echo 1 > /sys/bus/pci/devices/$EDU_BDF/remove"
+check "edu gone" test ! -e /sys/bus/pci/devices/$EDU_BDF
+cat $T >/tmp/topo.3
+while IFS= read -r l; do diag "$l"; done </tmp/topo.3
+check "the removal invalidated the cache" test "$(delta invalidations /tmp/topo.2 /tmp/topo.3)" -gt 0
+expect_eq "nothing remembered for the removed edu" 0 "$(grep -c "client $EDU_BDF " /tmp/topo.3)"
+expect_eq "no gate answer for the removed edu" 0 "$(grep -c "($EDU_BDF)" /tmp/topo.3)"
+expect_eq "after the removal every path is asked again" "$(grep -c 'GPU[0-9]* -> ' /tmp/topo.3)" \
+	"$(delta misses /tmp/topo.2 /tmp/topo.3)"
+expect_eq "none answered from before the removal" 0 "$(delta hits /tmp/topo.2 /tmp/topo.3)"
+check "rescan" sh -c "echo 1 > /sys/bus/pci/rescan"
+EDU_NEW=$(pci_functions 0x1234 0x11e8)
+check "rescan brings edu back" test -n "$EDU_NEW"
+cat $T >/tmp/topo.4
+while IFS= read -r l; do diag "$l"; done </tmp/topo.4
+check "the rescan invalidated the cache" test "$(delta invalidations /tmp/topo.3 /tmp/topo.4)" -gt 0
+expect_eq "after the rescan every path is asked again" "$(grep -c 'GPU[0-9]* -> ' /tmp/topo.4)" \
+	"$(delta misses /tmp/topo.3 /tmp/topo.4)"
+expect_eq "none answered from before the rescan" 0 "$(delta hits /tmp/topo.3 /tmp/topo.4)"
+expect_eq "GPU0 -> NIC0 after the rescan as before, at edu's address now" \
+	"$(echo "$edu_gate" | sed "s/$EDU_BDF/$EDU_NEW/")" "$(grep 'GPU0 -> NIC0' /tmp/topo.4)"
+expect_eq "each GPU's distance to the new edu remembered" "$NVRS_GPUS" \
+	"$(grep -c "^  remembered: provider .* client $EDU_NEW distance " /tmp/topo.4)"
 
 # The gate in action: nvidia_p2p_dma_map_pages() for edu.
 check "insmod consumer" insmod $M/nvrs_consumer.ko

@@ -201,3 +201,108 @@ fn wide_pci_domains_are_told_apart() {
     assert_ne!(classify(&vmd, &dom0), Link::Itself);
     assert_eq!(Bdf(0x1_0000_0300).to_string(), "10000:03:00.0");
 }
+
+mod distance_cache {
+    use proptest::prelude::*;
+
+    use crate::topology::cache::{DistanceCache, Entry, Lookup, SLOTS};
+
+    fn entry(pair: u8, distance: i32) -> Entry {
+        Entry {
+            provider: 0x0300 + u64::from(pair % 2) * 0x100,
+            client: 0x0700 + u64::from(pair),
+            distance,
+        }
+    }
+
+    /// The race the generation closes: a lookup misses, a function is removed (the notifier
+    /// empties the table), then the kernel's answer from before the removal arrives.
+    #[test]
+    fn answer_from_before_an_invalidation_is_dropped() {
+        let mut c = DistanceCache::new();
+        let e = entry(0, 4);
+        let Lookup::Miss(g) = c.lookup(e.provider, e.client) else {
+            panic!("an empty table hit");
+        };
+        c.invalidate();
+        assert!(!c.store(g, e));
+        assert!(matches!(c.lookup(e.provider, e.client), Lookup::Miss(_)));
+        let s = c.stats();
+        assert_eq!((s.hits, s.misses, s.invalidations, s.dropped, s.entries), (0, 2, 1, 1, 0));
+    }
+
+    #[test]
+    fn same_pair_stored_twice_takes_one_slot() {
+        let mut c = DistanceCache::new();
+        let e = entry(1, 4);
+        let (Lookup::Miss(g1), Lookup::Miss(g2)) =
+            (c.lookup(e.provider, e.client), c.lookup(e.provider, e.client))
+        else {
+            panic!("an empty table hit");
+        };
+        assert!(c.store(g1, e));
+        assert!(c.store(g2, Entry { distance: 6, ..e }));
+        assert_eq!(c.stats().entries, 1);
+        assert_eq!(c.lookup(e.provider, e.client), Lookup::Hit(6));
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// A lookup of pair `n` starts (and, on a miss, asks the kernel).
+        Start(u8),
+        /// The oldest lookup still asking the kernel gets its answer.
+        Finish,
+        /// A PCI function is added or removed.
+        Hotplug,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0u8..24).prop_map(Op::Start),
+            Just(Op::Finish),
+            Just(Op::Hotplug),
+        ]
+    }
+
+    proptest! {
+        /// Every remembered distance was asked of the kernel after the last hotplug event,
+        /// whatever the interleaving; the table holds at most `SLOTS` pairs and its counters add up.
+        #[test]
+        fn nothing_survives_a_hotplug(ops in prop::collection::vec(op(), 1..200)) {
+            let mut c = DistanceCache::new();
+            // The hierarchy's epoch: the distance the kernel answers encodes it.
+            let mut epoch = 0i32;
+            let mut asking: Vec<(u8, u64, i32)> = Vec::new();
+            let (mut lookups, mut hotplugs) = (0u64, 0u64);
+            for o in ops {
+                match o {
+                    Op::Start(n) => {
+                        lookups += 1;
+                        let e = entry(n, 0);
+                        match c.lookup(e.provider, e.client) {
+                            Lookup::Hit(d) => prop_assert_eq!(d, epoch, "stale distance"),
+                            Lookup::Miss(g) => asking.push((n, g, epoch)),
+                        }
+                    }
+                    Op::Finish => {
+                        if !asking.is_empty() {
+                            let (n, g, asked_in) = asking.remove(0);
+                            let stored = c.store(g, entry(n, asked_in));
+                            prop_assert_eq!(stored, asked_in == epoch);
+                        }
+                    }
+                    Op::Hotplug => {
+                        hotplugs += 1;
+                        epoch += 1;
+                        c.invalidate();
+                    }
+                }
+                prop_assert!(c.entries().all(|e| e.distance == epoch));
+                prop_assert!(c.stats().entries <= SLOTS);
+            }
+            let s = c.stats();
+            prop_assert_eq!(s.hits + s.misses, lookups);
+            prop_assert_eq!(s.invalidations, hotplugs);
+        }
+    }
+}
