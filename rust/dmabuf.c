@@ -22,6 +22,7 @@
 #include <linux/dma-resv.h>
 #include <linux/file.h>
 #include <linux/fs.h>
+#include <linux/ktime.h>
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/pci.h>
@@ -220,12 +221,20 @@ void nvrs_dmabuf_put(struct dma_buf *dmabuf)
  */
 bool nvrs_dmabuf_invalidate(struct dma_buf *dmabuf, u32 timeout_ms)
 {
+	ktime_t end = ktime_add_ms(ktime_get(), timeout_ms);
 	long left;
 
 	dma_resv_lock(dmabuf->resv, NULL);
 	dma_buf_invalidate_mappings(dmabuf);
-	left = dma_resv_wait_timeout(dmabuf->resv, DMA_RESV_USAGE_BOOKKEEP,
-				     false, msecs_to_jiffies(timeout_ms));
+	/*
+	 * In slices of 100 ms against the monotonic clock, the clock the
+	 * caller's bound is measured on (a long timer may fire late).
+	 */
+	do {
+		left = dma_resv_wait_timeout(dmabuf->resv,
+					     DMA_RESV_USAGE_BOOKKEEP, false,
+					     msecs_to_jiffies(100));
+	} while (!left && ktime_before(ktime_get(), end));
 	dma_resv_unlock(dmabuf->resv);
 	return left > 0;
 }
