@@ -8,13 +8,21 @@
  * page behind it, so the sg_tables handed to importers carry DMA addresses
  * only: page links are empty, orig_nents is 0 ("no CPU list", as the dma-buf
  * core's own MMIO helper marks it), and nents DMA segments follow.
+ *
+ * Each attachment counts its live mappings in attach->priv (map and unmap
+ * run under the reservation lock), so that a revocation that gives up
+ * waiting can name the importer that still maps the memory.
  */
 
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
 #include <linux/dma-buf.h>
+#include <linux/dma-fence.h>
 #include <linux/dma-mapping.h>
 #include <linux/dma-resv.h>
 #include <linux/file.h>
 #include <linux/fs.h>
+#include <linux/ktime.h>
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/pci.h>
@@ -63,7 +71,10 @@ static struct sg_table *nvrs_dmabuf_map(struct dma_buf_attachment *attach,
 	dma_resv_assert_held(attach->dmabuf->resv);
 	ret = nvrs_dmabuf_map_rs(attach->dmabuf->priv, importer_pci(attach),
 				 dma_buf_attach_revocable(attach), &sgt);
-	return ret ? ERR_PTR(ret) : sgt;
+	if (ret)
+		return ERR_PTR(ret);
+	attach->priv = (void *)((uintptr_t)attach->priv + 1);
+	return sgt;
 }
 
 static void nvrs_dmabuf_unmap(struct dma_buf_attachment *attach,
@@ -73,6 +84,7 @@ static void nvrs_dmabuf_unmap(struct dma_buf_attachment *attach,
 	struct nvrs_sgt *s = container_of(sgt, struct nvrs_sgt, sgt);
 
 	dma_resv_assert_held(attach->dmabuf->resv);
+	attach->priv = (void *)((uintptr_t)attach->priv - 1);
 	nvrs_dmabuf_unmap_rs(attach->dmabuf->priv, s->mapping);
 	s->sgt.orig_nents = s->sgt.nents;
 	sg_free_table(&s->sgt);
@@ -197,19 +209,86 @@ void nvrs_dmabuf_put(struct dma_buf *dmabuf)
 /**
  * nvrs_dmabuf_invalidate() - tell every importer to unmap, and wait for fences
  * @dmabuf: the dma-buf being revoked (the caller holds a reference)
+ * @timeout_ms: how long to wait for the fences at most
  *
  * Under the reservation lock, as dma_buf_invalidate_mappings() requires;
  * then waits for every fence, bookkeeping ones included, so no importer work
  * queued before the revocation is still running. Importers with an
  * invalidate_mappings op unmap from it or soon after; the caller waits for
  * those unmaps.
+ *
+ * Return: true if every fence signalled within @timeout_ms.
  */
-void nvrs_dmabuf_invalidate(struct dma_buf *dmabuf)
+bool nvrs_dmabuf_invalidate(struct dma_buf *dmabuf, u32 timeout_ms)
 {
+	ktime_t end = ktime_add_ms(ktime_get(), timeout_ms);
+	long left;
+
 	dma_resv_lock(dmabuf->resv, NULL);
 	dma_buf_invalidate_mappings(dmabuf);
-	dma_resv_wait_timeout(dmabuf->resv, DMA_RESV_USAGE_BOOKKEEP, false,
-			      MAX_SCHEDULE_TIMEOUT);
+	/*
+	 * In slices of 100 ms against the monotonic clock, the clock the
+	 * caller's bound is measured on (a long timer may fire late).
+	 */
+	do {
+		left = dma_resv_wait_timeout(dmabuf->resv,
+					     DMA_RESV_USAGE_BOOKKEEP, false,
+					     msecs_to_jiffies(100));
+	} while (!left && ktime_before(ktime_get(), end));
+	dma_resv_unlock(dmabuf->resv);
+	return left > 0;
+}
+
+/**
+ * nvrs_dmabuf_report_stuck() - name what a revocation gave up waiting for
+ * @dmabuf: the revoked dma-buf (the caller holds a reference)
+ * @gpu: index of the GPU going away
+ * @waited_ms: how long the revocation waited
+ * @fence: a fence did not signal (else an importer did not unmap)
+ *
+ * Prints one line: the dma-buf (its inode number, as in fdinfo, and size)
+ * and the first unsignalled fence's driver and timeline, or the first
+ * importer that still maps it and how many importers do.
+ */
+void nvrs_dmabuf_report_stuck(struct dma_buf *dmabuf, u32 gpu, u32 waited_ms,
+			      bool fence)
+{
+	unsigned long ino = file_inode(dmabuf->file)->i_ino;
+	struct dma_buf_attachment *a, *first = NULL;
+	struct dma_resv_iter cursor;
+	struct dma_fence *f;
+	unsigned int n = 0;
+
+	dma_resv_lock(dmabuf->resv, NULL);
+	if (fence) {
+		dma_resv_for_each_fence(&cursor, dmabuf->resv,
+					DMA_RESV_USAGE_BOOKKEEP, f) {
+			if (dma_fence_is_signaled(f))
+				continue;
+			rcu_read_lock();
+			pr_warn("GPU %u: gave up after %u ms on dma-buf ino %lu size %#zx: fence %s:%s unsignalled; its memory stays retired until the dma-buf is released\n",
+				gpu, waited_ms, ino, dmabuf->size,
+				dma_fence_driver_name(f),
+				dma_fence_timeline_name(f));
+			rcu_read_unlock();
+			dma_resv_unlock(dmabuf->resv);
+			return;
+		}
+	}
+	list_for_each_entry(a, &dmabuf->attachments, node) {
+		if (!a->priv || !dma_buf_attach_revocable(a))
+			continue;
+		n++;
+		if (!first)
+			first = a;
+	}
+	if (fence)
+		pr_warn("GPU %u: gave up after %u ms on dma-buf ino %lu size %#zx: a fence was unsignalled; its memory stays retired until the dma-buf is released\n",
+			gpu, waited_ms, ino, dmabuf->size);
+	else
+		pr_warn("GPU %u: gave up after %u ms on dma-buf ino %lu size %#zx: importer %s still maps it (%u importers); its memory stays retired until they unmap\n",
+			gpu, waited_ms, ino, dmabuf->size,
+			first ? dev_name(first->dev) : "(gone)", n);
 	dma_resv_unlock(dmabuf->resv);
 }
 

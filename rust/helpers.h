@@ -92,7 +92,9 @@ int nvrs_dmabuf_export(void *export, u64 size, struct dma_buf **out);
 int nvrs_dmabuf_fd(struct dma_buf *dmabuf);
 bool nvrs_dmabuf_tryget(struct dma_buf *dmabuf);
 void nvrs_dmabuf_put(struct dma_buf *dmabuf);
-void nvrs_dmabuf_invalidate(struct dma_buf *dmabuf);
+bool nvrs_dmabuf_invalidate(struct dma_buf *dmabuf, u32 timeout_ms);
+void nvrs_dmabuf_report_stuck(struct dma_buf *dmabuf, u32 gpu, u32 waited_ms,
+			      bool fence);
 void nvrs_dmabuf_zap(struct dma_buf *dmabuf);
 struct sg_table *nvrs_sgt_build(struct pci_dev *dev,
 				const struct nvrs_dma_run *runs, u32 n,

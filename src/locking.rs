@@ -15,7 +15,8 @@
 //! 3. [`EXPORTS`](crate::dmabuf::EXPORTS): the registry of dma-buf exports.
 //! 4. `Export::state`: an export's revocation flag, importer mappings and hold on its memory.
 //!    Faults on a dma-buf's CPU mapping hold it while inserting pages; revocation waits on
-//!    `Export::unmapped` with it released. Nothing below is taken under it.
+//!    `Export::unmapped` with it released, at most
+//!    [`REVOKE_WAIT`](crate::dmabuf::REVOKE_WAIT). Nothing below is taken under it.
 //! 5. [`VASPACES`](crate::vaspace::VASPACES): the registry of VA spaces.
 //! 6. `VaSpace::inner`: one process's allocations, its open count and its address-space watch.
 //! 7. `Allocation::state`: released flag, pins, mapped inodes. Held while the fault handler

@@ -26,7 +26,8 @@ extern "C" {
     fn nvrs_dmabuf_fd(dmabuf: *mut c_void) -> c_int;
     fn nvrs_dmabuf_tryget(dmabuf: *mut c_void) -> bool;
     fn nvrs_dmabuf_put(dmabuf: *mut c_void);
-    fn nvrs_dmabuf_invalidate(dmabuf: *mut c_void);
+    fn nvrs_dmabuf_invalidate(dmabuf: *mut c_void, timeout_ms: u32) -> bool;
+    fn nvrs_dmabuf_report_stuck(dmabuf: *mut c_void, gpu: u32, waited_ms: u32, fence: bool);
     fn nvrs_dmabuf_zap(dmabuf: *mut c_void);
     fn nvrs_sgt_build(
         dev: *mut c_void,
@@ -106,11 +107,20 @@ impl DmaBufRef {
         Ok(fd)
     }
 
-    /// Tells every importer to unmap (under the reservation lock) and waits for the fences.
-    pub(crate) fn invalidate(&self) {
+    /// Tells every importer to unmap (under the reservation lock) and waits for the fences,
+    /// at most `timeout_ms`; false if one had not signalled by then.
+    pub(crate) fn invalidate(&self, timeout_ms: u32) -> bool {
         // SAFETY: We hold a reference on the dma-buf (type invariant); no nvrs lock is held, so
         // taking the reservation lock respects the lock order.
-        unsafe { nvrs_dmabuf_invalidate((self.0).0) };
+        unsafe { nvrs_dmabuf_invalidate((self.0).0, timeout_ms) }
+    }
+
+    /// Prints the one kernel-log line of a revocation of GPU `gpu` that gave up after
+    /// `waited_ms`: the dma-buf and the fence (`fence`) or the importer it waited for.
+    pub(crate) fn report_stuck(&self, gpu: u32, waited_ms: u32, fence: bool) {
+        // SAFETY: We hold a reference on the dma-buf (type invariant); no nvrs lock is held, so
+        // taking the reservation lock respects the lock order.
+        unsafe { nvrs_dmabuf_report_stuck((self.0).0, gpu, waited_ms, fence) };
     }
 
     /// Removes every CPU mapping of the dma-buf.

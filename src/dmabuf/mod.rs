@@ -46,6 +46,15 @@
 //! manager is retired meanwhile ([`crate::fb::retire`]), so none of that memory is handed out
 //! again, even to the GPU coming back.
 //!
+//! The waits for fences and unmaps are bounded: [`REVOKE_WAIT`] (10 s) for all the exports of
+//! the GPU together. An export whose fence has not signalled or whose revocable importer has
+//! not unmapped by then is *abandoned*: one kernel-log line names its dma-buf (inode number and
+//! size) and the fence (driver and timeline) or the first importer still mapping it (its device
+//! and how many do), and the removal goes on. The export stays revoked and keeps holding its
+//! memory, so the manager stays retired, like a pinned importer's: until the last importer
+//! unmaps (the unmap lets the memory go), or, after an unsignalled fence (work behind it may
+//! still reach the memory), until the dma-buf is released.
+//!
 //! # Locking
 //!
 //! The dma-buf reservation lock is above `Export::state`, which is above nothing nvrs owns; see
@@ -66,7 +75,15 @@ use kernel::{
     sync::{
         Arc,
         CondVar,
+        CondVarTimeoutResult,
         Mutex, //
+    },
+    time::{
+        delay::fsleep,
+        msecs_to_jiffies,
+        Delta,
+        Instant,
+        Monotonic, //
     },
 };
 
@@ -97,6 +114,12 @@ struct ExportState {
     pins: usize,
     /// The export still holds the allocation's memory.
     holds: bool,
+    /// The revocation gave up waiting for revocable importers to unmap ([`REVOKE_WAIT`]): the
+    /// last mapping to end, revocable or not, lets the memory go.
+    abandoned: bool,
+    /// The revocation gave up waiting for a fence: importer work may still reach the memory,
+    /// which the export holds until its dma-buf is released.
+    until_release: bool,
 }
 
 /// A range of an allocation exported as a dma-buf; the dma-buf's `priv`.
@@ -161,6 +184,8 @@ pub(crate) fn export(vs: &VaSpace, va: u64, len: u64) -> Result<i32> {
                 pinned_maps: 0,
                 pins: 0,
                 holds: false,
+                abandoned: false,
+                until_release: false,
             }, "Export::state"),
             unmapped <- new_condvar!("Export::unmapped"),
         }),
@@ -225,30 +250,64 @@ impl Export {
         })
     }
 
-    /// Revokes the export (its GPU is going away); see the module documentation. Returns the
-    /// number of mappings of pinned importers that stay (the last of them to go lets the memory
-    /// go).
-    fn revoke(&self, dmabuf: &DmaBufRef) -> usize {
+    /// Revokes the export (its GPU is going away); see the module documentation. Waits for
+    /// fences and revocable importers at most `bound`. Returns the number of mappings of pinned
+    /// importers that stay (the last of them to go lets the memory go).
+    fn revoke(&self, dmabuf: &DmaBufRef, bound: Delta) -> usize {
+        let since = Instant::<Monotonic>::now();
         self.state.lock().revoked = true;
         // Faults from now on see the revocation; this removes what earlier ones inserted.
         dmabuf.zap();
-        dmabuf.invalidate();
+        let fenced = dmabuf.invalidate(u32::try_from(bound.as_millis()).unwrap_or(u32::MAX));
         let mut st = self.state.lock();
         while st.revocable_maps != 0 {
-            self.unmapped.wait(&mut st);
+            if since.elapsed() >= bound {
+                // The importer that unmaps last lets the memory go (`unmapped_one`).
+                st.abandoned = true;
+                break;
+            }
+            // Interruptible, as the unbind's writer may be signalled; with a signal pending
+            // the wait would return at once, so this sleeps instead.
+            if let CondVarTimeoutResult::Signal { .. } = self
+                .unmapped
+                .wait_interruptible_timeout(&mut st, msecs_to_jiffies(100))
+            {
+                drop(st);
+                fsleep(Delta::from_millis(100));
+                st = self.state.lock();
+            }
         }
+        st.until_release = !fenced;
+        let stuck = st.abandoned || st.until_release;
         let pinned = st.pinned_maps;
+        let unmapped = st.revocable_maps == 0 && pinned == 0;
         drop(st);
-        if pinned == 0 {
+        if stuck {
+            let waited = u32::try_from(since.elapsed().as_millis()).unwrap_or(u32::MAX);
+            dmabuf.report_stuck(self.alloc.gpu.index, waited, !fenced);
+        }
+        if unmapped && fenced {
             self.drop_hold();
         }
         pinned
     }
 }
 
+/// How long GPU removal waits in all for the fences of the exports it revokes and for their
+/// revocable importers to unmap (each export gets at least [`REVOKE_GRACE`]). Past it, the
+/// removal prints one line per export it gave up on (naming its dma-buf and the fence or the
+/// importer) and goes on: the export stays revoked and keeps holding its memory, so the GPU's
+/// memory manager stays retired ([`crate::fb::retire`]) until the last importer unmaps (or,
+/// for a fence, until the dma-buf is released).
+pub(crate) const REVOKE_WAIT: Delta = crate::fb::REMOVAL_WAIT;
+
+/// The least time an export's revocation waits, even once [`REVOKE_WAIT`] has passed.
+const REVOKE_GRACE: Delta = Delta::from_millis(100);
+
 /// Revokes every export of memory on `mem` (its GPU is going away). One at a time, without
 /// allocating; returns the number of mappings of pinned importers that stay.
 pub(crate) fn revoke_gpu(mem: &FbMemory) -> usize {
+    let since = Instant::<Monotonic>::now();
     let mut pinned = 0;
     loop {
         let next = {
@@ -266,7 +325,10 @@ pub(crate) fn revoke_gpu(mem: &FbMemory) -> usize {
             found
         };
         match next {
-            Some((e, Some(dmabuf))) => pinned += e.revoke(&dmabuf),
+            Some((e, Some(dmabuf))) => {
+                let bound = (REVOKE_WAIT - since.elapsed()).max(REVOKE_GRACE);
+                pinned += e.revoke(&dmabuf, bound);
+            }
             // Being released: mark it so that the walk moves on; its release drops the hold.
             Some((e, None)) => e.state.lock().revoked = true,
             None => break,

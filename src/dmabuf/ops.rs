@@ -127,10 +127,12 @@ impl Export {
             st.pinned_maps = st.pinned_maps.saturating_sub(1);
         }
         let last = st.revoked && st.revocable_maps == 0 && st.pinned_maps == 0;
+        // A pinned importer that outlived its GPU's removal let go, or a revocable one that
+        // the revocation gave up on; other revocable ones are waited for by `revoke`, which
+        // lets the memory go itself. After an unsignalled fence, the dma-buf's release does.
+        let lets_go = last && (!revocable || st.abandoned) && !st.until_release;
         drop(st);
-        if last && !revocable {
-            // A pinned importer that outlived its GPU's removal let go; revocable ones are
-            // waited for by `revoke`, which lets the memory go itself.
+        if lets_go {
             self.drop_hold();
         }
     }

@@ -21,6 +21,18 @@
  *                              dynamic    ib_umem_dmabuf_get() with an
  *                                         invalidate_mappings op that unmaps
  *                                         (mlx5 with on-demand paging)
+ *                              lazy       like dynamic, but its
+ *                                         invalidate_mappings only counts:
+ *                                         it unmaps at dbunmap (an importer
+ *                                         stuck before it unmaps)
+ *   dbunmap S                unmap a lazy import (under the reservation lock)
+ *   dbfence FD               add an unsignalled fence (write usage) to the
+ *                            reservation object of dma-buf FD
+ *   dbsignal                 signal that fence and drop the consumer's
+ *                            reference on it
+ *   dbmulti FD N             N (1..16) pinned imports of all of dma-buf FD
+ *                            for edu at once (N attachments of one peer
+ *                            mapping the same pages), then release them
  *   dbdma S OFF PATTERN      edu writes 2 KiB of PATTERN at OFF of the import
  *                            through its DMA address (a dynamic import maps
  *                            again first if it was invalidated, as mlx5 does
@@ -42,6 +54,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/dma-buf.h>
+#include <linux/dma-fence.h>
 #include <linux/dma-resv.h>
 #include <linux/iommu.h>
 #include <linux/ktime.h>
@@ -59,7 +72,7 @@ MODULE_IMPORT_NS("DMA_BUF");
 
 #define NIMPORTS	8
 
-enum import_mode { PINNED, REVOCABLE, DYNAMIC };
+enum import_mode { PINNED, REVOCABLE, DYNAMIC, LAZY };
 
 struct import {
 	struct ib_umem_dmabuf *umem;
@@ -97,6 +110,21 @@ static const struct dma_buf_attach_ops dynamic_ops = {
 	.invalidate_mappings = import_invalidate,
 };
 
+/* A lazy importer's invalidate: counted only; dbunmap unmaps. */
+static void import_invalidate_lazy(struct dma_buf_attachment *attach)
+{
+	struct ib_umem_dmabuf *umem = attach->importer_priv;
+	struct import *im = umem->private;
+
+	if (im)
+		atomic_inc(&im->invalidations);
+}
+
+static const struct dma_buf_attach_ops lazy_ops = {
+	.allow_peer2peer = true,
+	.invalidate_mappings = import_invalidate_lazy,
+};
+
 static const struct dma_buf_attach_ops no_p2p_ops = {
 	.allow_peer2peer = false,
 	.invalidate_mappings = import_invalidate,
@@ -126,10 +154,11 @@ static int cmd_get(struct import *im, int fd, u64 off, u64 len,
 			ib_umem_dmabuf_set_revoke_locked(umem, import_revoked, im);
 			dma_resv_unlock(umem->attach->dmabuf->resv);
 		}
-	} else if (!strcmp(mode, "dynamic")) {
-		im->mode = DYNAMIC;
+	} else if (!strcmp(mode, "dynamic") || !strcmp(mode, "lazy")) {
+		im->mode = strcmp(mode, "lazy") ? DYNAMIC : LAZY;
 		umem = ib_umem_dmabuf_get(ibdev, off, len, fd, access,
-					  &dynamic_ops);
+					  im->mode == LAZY ? &lazy_ops :
+							     &dynamic_ops);
 		if (!IS_ERR(umem)) {
 			dma_resv_lock(umem->attach->dmabuf->resv, NULL);
 			umem->private = im;
@@ -222,6 +251,109 @@ static int iova_translated(u64 iova)
 	if (!dom || !(dom->type & __IOMMU_DOMAIN_PAGING))
 		return -1;
 	return iommu_iova_to_phys(dom, iova) != 0;
+}
+
+static int cmd_unmap(struct import *im)
+{
+	struct dma_resv *resv;
+
+	if (!im->umem || im->mode != LAZY)
+		return -ENOENT;
+	resv = im->umem->attach->dmabuf->resv;
+	dma_resv_lock(resv, NULL);
+	ib_umem_dmabuf_unmap_pages(im->umem);
+	dma_resv_unlock(resv);
+	return 0;
+}
+
+/* dbfence: one fence at a time, signalled by dbsignal (or at unload). */
+static DEFINE_SPINLOCK(fence_lock);
+static struct dma_fence *test_fence;
+
+static const char *fence_driver_name(struct dma_fence *f)
+{
+	return KBUILD_MODNAME;
+}
+
+static const char *fence_timeline_name(struct dma_fence *f)
+{
+	return "dbfence";
+}
+
+static const struct dma_fence_ops test_fence_ops = {
+	.get_driver_name = fence_driver_name,
+	.get_timeline_name = fence_timeline_name,
+};
+
+static int cmd_fence(int fd)
+{
+	struct dma_buf *dmabuf;
+	struct dma_fence *f;
+	int ret;
+
+	if (test_fence)
+		return -EBUSY;
+	dmabuf = dma_buf_get(fd);
+	if (IS_ERR(dmabuf))
+		return PTR_ERR(dmabuf);
+	f = kzalloc_obj(*f, GFP_KERNEL);
+	if (!f) {
+		dma_buf_put(dmabuf);
+		return -ENOMEM;
+	}
+	dma_fence_init(f, &test_fence_ops, &fence_lock,
+		       dma_fence_context_alloc(1), 1);
+	dma_resv_lock(dmabuf->resv, NULL);
+	ret = dma_resv_reserve_fences(dmabuf->resv, 1);
+	if (!ret)
+		dma_resv_add_fence(dmabuf->resv, f, DMA_RESV_USAGE_WRITE);
+	dma_resv_unlock(dmabuf->resv);
+	dma_buf_put(dmabuf);
+	if (ret) {
+		dma_fence_put(f);
+		return ret;
+	}
+	test_fence = f;
+	return 0;
+}
+
+static void cmd_signal(void)
+{
+	if (!test_fence)
+		return;
+	dma_fence_signal(test_fence);
+	dma_fence_put(test_fence);
+	test_fence = NULL;
+}
+
+static int cmd_multi(int fd, u64 n)
+{
+	struct ib_umem_dmabuf *umem[16];
+	struct dma_buf *dmabuf;
+	int ret = 0;
+	u64 i, done;
+
+	if (!n || n > ARRAY_SIZE(umem))
+		return -EINVAL;
+	dmabuf = dma_buf_get(fd);
+	if (IS_ERR(dmabuf))
+		return PTR_ERR(dmabuf);
+	for (done = 0; done < n; done++) {
+		umem[done] = ib_umem_dmabuf_get_pinned_with_dma_device(ibdev,
+				&consumer_edu()->dev, 0, dmabuf->size, fd,
+				access);
+		if (IS_ERR(umem[done])) {
+			ret = PTR_ERR(umem[done]);
+			break;
+		}
+	}
+	if (!ret)
+		reply("dbmulti %llu imports first 0x%llx\n", n,
+		      (u64)sg_dma_address(umem[0]->umem.sgt_append.sgt.sgl));
+	for (i = 0; i < done; i++)
+		ib_umem_release(&umem[i]->umem);
+	dma_buf_put(dmabuf);
+	return ret;
 }
 
 static void cmd_put(struct import *im)
@@ -333,6 +465,14 @@ int dmabuf_cmd(unsigned int argc, char **argv)
 		return cmd_bad(a);
 	if (!strcmp(argv[0], "dbbench") && argc == 5)
 		return cmd_bench(a, b, c, d);
+	if (!strcmp(argv[0], "dbfence") && argc == 2)
+		return cmd_fence(a);
+	if (!strcmp(argv[0], "dbsignal") && argc == 1) {
+		cmd_signal();
+		return 0;
+	}
+	if (!strcmp(argv[0], "dbmulti") && argc == 3)
+		return cmd_multi(a, b);
 	im = a < NIMPORTS ? &imports[a] : NULL;
 	if (!im)
 		return -EINVAL;
@@ -340,6 +480,8 @@ int dmabuf_cmd(unsigned int argc, char **argv)
 		return cmd_get(im, b, c, d, argv[5]);
 	if (!strcmp(argv[0], "dbdma") && argc == 4)
 		return cmd_dma(im, b, c);
+	if (!strcmp(argv[0], "dbunmap") && argc == 2)
+		return cmd_unmap(im);
 	if (!strcmp(argv[0], "dbput") && argc == 2) {
 		cmd_put(im);
 		return 0;
@@ -368,6 +510,7 @@ void dmabuf_fini(void)
 
 	for (i = 0; i < NIMPORTS; i++)
 		cmd_put(&imports[i]);
+	cmd_signal();
 	ib_dealloc_device(ibdev);
 	ibdev = NULL;
 }

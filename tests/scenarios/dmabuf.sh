@@ -50,6 +50,21 @@ tool "CPU writes through the dma-buf's mapping are what the importer's DMA reads
 	ctl dbget 0 %A 0 0x200000 pinned \; ctl dbdma 0 0x30000 0x55550000 \; sh "$HOSTSYNC" \; \
 	dbrd A 0x30000 0x55550000 \; ctl dbput 0 \; close A \; free A
 
+# The same pages DMA-mapped nine times for one peer: nine attachments of edu,
+# each mapping the whole export. DMA-API debug counts overlapping mappings per
+# cacheline and warns past seven, unless the mapping says its cachelines may
+# overlap (the aperture is MMIO: no CPU cache holds it).
+dmesg_mark
+tool "one export mapped nine times at once for edu" \
+	alloc A 0 2M \; export A 0 2M \; ctl dbmulti %A 9 \; close A \; free A
+check "  all nine imports were mapped" grep -q "^dbmulti 9 imports first " /tmp/tool.out
+if [ -e /sys/kernel/debug/dma-api/disabled ]; then
+	check "  DMA-API debug is on (so it would have complained)" \
+		grep -qx N /sys/kernel/debug/dma-api/disabled
+	expect_eq "  and it did not complain about overlapping mappings" 0 \
+		"$(dmesg_new | grep -c 'DMA-API\|overlapping mappings')"
+fi
+
 # --- 2. Lifetime ---------------------------------------------------------------
 tool "the dma-buf holds its memory past FREE of the VA; closing it frees the memory" \
 	alloc A 0 2M \; wr A 0x1000 0xabcd0001 \; export A 0 2M \; free A \; \

@@ -104,4 +104,69 @@ expect_eq "  two GPUs bound" 2 "$(nvrs_bound | wc -l)"
 tool "  and hands out its memory (nothing retired blocks it)" alloc B 1 2M \; free B
 unload
 
+# --- 4. A dma-buf importer that never unmaps does not hang the unbind --------
+# A dynamic importer (an invalidate_mappings op, so the revocation waits for
+# it to unmap) whose op only counts: it unmaps when told (dbunmap). GPU1 is
+# unbound in the background: the revocation must give up after
+# dmabuf::REVOKE_WAIT (10 s), name the dma-buf and the importer in one line,
+# and the unbind return with the memory retired. The tool waits up to 60 s,
+# then unmaps either way (so a revocation that waits forever fails here
+# instead of hanging the VM); the late unmap lets the retired memory go.
+EDU=$(pci_functions 0x1234 0x11e8 | head -n 1)
+load 0 0
+rm -f /tmp/unbind.rc /tmp/unbind.early /tmp/p2p.stuck /tmp/p2p.after
+dmesg_mark
+tool "a dma-buf importer that does not unmap while GPU1 is unbound" \
+	alloc A 1 2M \; export A 0 2M \; ctl dbget 0 %A 0 0x200000 lazy \; \
+	sh "(timeout 120 sh -c 'echo $GPU1 > $U'; echo \$? > /tmp/unbind.rc) &" \; \
+	sh "n=0; until [ -e /tmp/unbind.rc ]; do n=\$((n + 1)); [ \$n -gt 600 ] && break; sleep 0.1; done; cat /tmp/unbind.rc > /tmp/unbind.early; cat $D/p2p > /tmp/p2p.stuck" \; \
+	ctl dbstatus 0 \; ctl dbunmap 0 \; \
+	sh "while [ ! -e /tmp/unbind.rc ]; do sleep 0.2; done; cat $D/p2p > /tmp/p2p.after" \; \
+	ctl dbput 0 \; close A
+expect_eq "  the unbind returned while the importer still mapped the memory" 0 \
+	"$(cat /tmp/unbind.early 2>/dev/null)"
+check "  the importer was told to unmap and had not" \
+	grep -qE "^import 0 live 1 invalidations 1 mapped 1 " /tmp/tool.out
+expect_eq "  one dmesg line names the dma-buf and the importer" 1 \
+	"$(dmesg_new | grep -c "gave up after [0-9]* ms on dma-buf ino [0-9]* size 0x200000: importer $EDU still maps it (1 importers); its memory stays retired")"
+expect_eq "  and no other line about it" 1 "$(dmesg_new | grep -c 'dma-buf')"
+check "  its memory was retired meanwhile" grep -qx "retired: 0x200000" /tmp/p2p.stuck
+check "  once the importer unmapped, no memory is retired any more" \
+	grep -qx "retired: 0x0" /tmp/p2p.after
+check "  GPU1 binds again" sh -c "echo $GPU1 > /sys/bus/pci/drivers/nvrs/bind"
+expect_eq "  two GPUs bound" 2 "$(nvrs_bound | wc -l)"
+tool "  and hands out its memory (nothing retired blocks it)" alloc B 1 2M \; free B
+check "  no dma-buf left" grep -qx "dmabufs: 0" $D/p2p
+unload
+
+# --- 5. A fence that never signals does not hang the unbind ------------------
+# The consumer adds an unsignalled fence to the dma-buf's reservation object
+# (dbfence) and signals it only when told (dbsignal). The revocation waits for
+# every fence: it must give up after the same bound, name the dma-buf and the
+# fence in one line, and keep the memory retired until the dma-buf is
+# released (work behind the fence may still reach it).
+load 0 0
+rm -f /tmp/unbind.rc /tmp/unbind.early /tmp/p2p.stuck /tmp/p2p.signalled /tmp/p2p.after
+dmesg_mark
+tool "an unsignalled fence on a dma-buf while GPU1 is unbound" \
+	alloc A 1 2M \; export A 0 2M \; ctl dbfence %A \; \
+	sh "(timeout 120 sh -c 'echo $GPU1 > $U'; echo \$? > /tmp/unbind.rc) &" \; \
+	sh "n=0; until [ -e /tmp/unbind.rc ]; do n=\$((n + 1)); [ \$n -gt 600 ] && break; sleep 0.1; done; cat /tmp/unbind.rc > /tmp/unbind.early; cat $D/p2p > /tmp/p2p.stuck" \; \
+	ctl dbsignal \; \
+	sh "while [ ! -e /tmp/unbind.rc ]; do sleep 0.2; done; cat $D/p2p > /tmp/p2p.signalled" \; \
+	close A \; sh "cat $D/p2p > /tmp/p2p.after"
+expect_eq "  the unbind returned while the fence was unsignalled" 0 \
+	"$(cat /tmp/unbind.early 2>/dev/null)"
+expect_eq "  one dmesg line names the dma-buf and the fence" 1 \
+	"$(dmesg_new | grep -c 'gave up after [0-9]* ms on dma-buf ino [0-9]* size 0x200000: fence nvrs_consumer:dbfence unsignalled; its memory stays retired until the dma-buf is released')"
+expect_eq "  and no other line about it" 1 "$(dmesg_new | grep -c 'dma-buf')"
+check "  its memory was retired meanwhile" grep -qx "retired: 0x200000" /tmp/p2p.stuck
+check "  and stays retired while the dma-buf is open" grep -qx "retired: 0x200000" /tmp/p2p.signalled
+check "  once it is released, no memory is retired any more" grep -qx "retired: 0x0" /tmp/p2p.after
+check "  GPU1 binds again" sh -c "echo $GPU1 > /sys/bus/pci/drivers/nvrs/bind"
+expect_eq "  two GPUs bound" 2 "$(nvrs_bound | wc -l)"
+tool "  and hands out its memory (nothing retired blocks it)" alloc B 1 2M \; free B
+check "  no dma-buf left" grep -qx "dmabufs: 0" $D/p2p
+unload
+
 done_testing
