@@ -19,6 +19,10 @@
 # cached test kernel, whatever KDIR says.
 
 KDIR ?= /lib/modules/$(shell uname -r)/build
+# The bindgen that generates the Rust declarations of rust/helpers.h (Kbuild):
+# the kernel's own variable, which its Makefile sets to plain `bindgen`, so it
+# is passed on explicitly (tests/bootstrap.sh's bindgen is not on PATH).
+BINDGEN ?= bindgen
 PWD := $(CURDIR)
 # Kept in step with dkms.conf.
 NVRS_VERSION := 0.1.0
@@ -29,7 +33,7 @@ DKMS_FILES := Kbuild Makefile dkms.conf LICENSE README.md rust src include hwref
 all: modules
 
 modules:
-	$(MAKE) -C $(KDIR) M=$(PWD) modules
+	$(MAKE) -C $(KDIR) M=$(PWD) BINDGEN=$(BINDGEN) modules
 
 modules_install:
 	$(MAKE) -C $(KDIR) M=$(PWD) INSTALL_MOD_DIR=updates modules_install
@@ -43,6 +47,7 @@ else
 	find $(PWD) -path $(PWD)/tests/host/target -prune -o \( -name '*.o' -o -name '*.ko' \
 		-o -name '*.mod' -o -name '*.mod.c' -o -name '.*.cmd' -o -name '*.d' \
 		-o -name modules.order -o -name Module.symvers \) -type f -print0 | xargs -0 rm -f
+	rm -f $(PWD)/rust/helpers_generated.rs
 endif
 	rm -rf $(PWD)/tests/out
 
@@ -63,6 +68,7 @@ dkms-source:
 	install -d $(DKMS_SRC)/tools
 	cd $(PWD) && cp -r $(filter-out tools/%,$(DKMS_FILES)) $(DKMS_SRC)/
 	install -m 0755 $(PWD)/tools/dkms-pre-build.sh $(DKMS_SRC)/tools/
+	rm -f $(DKMS_SRC)/rust/helpers_generated.rs
 	grep -q '^PACKAGE_VERSION="$(NVRS_VERSION)"$$' $(DKMS_SRC)/dkms.conf
 
 dkms-install: dkms-source

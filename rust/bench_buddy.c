@@ -20,7 +20,7 @@ u64 nvrs_now_ns(void)
 
 #if IS_ENABLED(CONFIG_GPU_BUDDY)
 
-void *nvrs_buddy_new(u64 size, u64 chunk)
+struct gpu_buddy *nvrs_buddy_new(u64 size, u64 chunk)
 {
 	struct gpu_buddy *mm = kzalloc(sizeof(*mm), GFP_KERNEL);
 
@@ -31,15 +31,14 @@ void *nvrs_buddy_new(u64 size, u64 chunk)
 	return mm;
 }
 
-void nvrs_buddy_destroy(void *mm)
+void nvrs_buddy_destroy(struct gpu_buddy *mm)
 {
 	gpu_buddy_fini(mm);
 	kfree(mm);
 }
 
-void *nvrs_buddy_alloc(void *p, u64 size)
+struct gpu_buddy_block *nvrs_buddy_alloc(struct gpu_buddy *mm, u64 size)
 {
-	struct gpu_buddy *mm = p;
 	struct gpu_buddy_block *block;
 	LIST_HEAD(list);
 
@@ -50,15 +49,15 @@ void *nvrs_buddy_alloc(void *p, u64 size)
 	return block;
 }
 
-void nvrs_buddy_free(void *mm, void *block)
+void nvrs_buddy_free(struct gpu_buddy *mm, struct gpu_buddy_block *block)
 {
 	gpu_buddy_free_block(mm, block);
 }
 
 /* The block of @size at offset @start: gpu_buddy's range allocation. */
-void *nvrs_buddy_alloc_at(void *p, u64 start, u64 size)
+struct gpu_buddy_block *nvrs_buddy_alloc_at(struct gpu_buddy *mm, u64 start,
+					    u64 size)
 {
-	struct gpu_buddy *mm = p;
 	struct gpu_buddy_block *block;
 	LIST_HEAD(list);
 
@@ -77,9 +76,9 @@ void *nvrs_buddy_alloc_at(void *p, u64 start, u64 size)
  * head, so that the handle is the first block and nothing is allocated for
  * it; nvrs_buddy_free_contiguous() puts a head back.
  */
-void *nvrs_buddy_alloc_contiguous(void *p, u64 size)
+struct gpu_buddy_block *nvrs_buddy_alloc_contiguous(struct gpu_buddy *mm,
+						    u64 size)
 {
-	struct gpu_buddy *mm = p;
 	struct gpu_buddy_block *block;
 	LIST_HEAD(list);
 
@@ -91,18 +90,17 @@ void *nvrs_buddy_alloc_contiguous(void *p, u64 size)
 	return block;
 }
 
-void nvrs_buddy_free_contiguous(void *mm, void *first)
+void nvrs_buddy_free_contiguous(struct gpu_buddy *mm,
+				struct gpu_buddy_block *block)
 {
-	struct gpu_buddy_block *block = first;
 	struct list_head list;
 
 	list_add_tail(&list, &block->link);
 	gpu_buddy_free_list(mm, &list, 0);
 }
 
-u64 nvrs_buddy_largest_free(void *p)
+u64 nvrs_buddy_largest_free(struct gpu_buddy *mm)
 {
-	struct gpu_buddy *mm = p;
 	int order;
 
 	for (order = mm->max_order; order >= 0; order--)
@@ -128,9 +126,8 @@ static u64 nvrs_buddy_blocks(struct gpu_buddy_block *block)
  * free trees and scoreboards, and every block (split ones included), as
  * gpu_buddy_init() and the block cache size them (allocator overhead aside).
  */
-u64 nvrs_buddy_metadata_bytes(void *p)
+u64 nvrs_buddy_metadata_bytes(struct gpu_buddy *mm)
 {
-	struct gpu_buddy *mm = p;
 	u64 orders = mm->max_order + 1;
 	u64 bytes = sizeof(*mm);
 	unsigned int i;

@@ -293,9 +293,9 @@ void nvrs_dma_unmap_mmio(struct pci_dev *peer, u64 dma, u64 size)
  *
  * Return: @vma->vm_pgoff.
  */
-unsigned long nvrs_vma_pgoff(void *vma)
+unsigned long nvrs_vma_pgoff(struct vm_area_struct *vma)
 {
-	return ((struct vm_area_struct *)vma)->vm_pgoff;
+	return vma->vm_pgoff;
 }
 
 /**
@@ -304,9 +304,9 @@ unsigned long nvrs_vma_pgoff(void *vma)
  *
  * Return: the inode of the mapped file, with a reference held.
  */
-void *nvrs_vma_inode_get(void *vma)
+struct inode *nvrs_vma_inode_get(struct vm_area_struct *vma)
 {
-	struct inode *inode = file_inode(((struct vm_area_struct *)vma)->vm_file);
+	struct inode *inode = file_inode(vma->vm_file);
 
 	ihold(inode);
 	return inode;
@@ -316,7 +316,7 @@ void *nvrs_vma_inode_get(void *vma)
  * nvrs_inode_put() - drop a reference taken by nvrs_vma_inode_get()
  * @inode: the inode
  */
-void nvrs_inode_put(void *inode)
+void nvrs_inode_put(struct inode *inode)
 {
 	iput(inode);
 }
@@ -331,29 +331,9 @@ void nvrs_inode_put(void *inode)
  * Later accesses through those mappings fault (SIGBUS): the memory behind
  * them can be handed to someone else.
  */
-void nvrs_zap_user_mappings(void *inode, u64 start, u64 len)
+void nvrs_zap_user_mappings(struct inode *inode, u64 start, u64 len)
 {
-	unmap_mapping_range(((struct inode *)inode)->i_mapping, start, len, 1);
-}
-
-/**
- * nvrs_pci_dev_get() - take a reference on a PCI device
- * @pdev: a struct pci_dev, from a consumer
- *
- * Return: @pdev.
- */
-void *nvrs_pci_dev_get(void *pdev)
-{
-	return pci_dev_get(pdev);
-}
-
-/**
- * nvrs_pci_dev_put() - drop a reference taken by nvrs_pci_dev_get()
- * @pdev: the device
- */
-void nvrs_pci_dev_put(void *pdev)
-{
-	pci_dev_put(pdev);
+	unmap_mapping_range(inode->i_mapping, start, len, 1);
 }
 
 /**
@@ -498,17 +478,18 @@ static const struct vm_operations_struct nvrs_vm_ops = {
  * @alloc: the allocation it maps; the VMA owns one reference, dropped by
  *         nvrs_alloc_vma_close()
  *
- * The VMA is never copied on fork, expanded or dumped.
+ * The caller has already made the VMA one that is never copied on fork,
+ * expanded or dumped (VM_IO, VM_DONTCOPY, VM_DONTEXPAND, VM_DONTDUMP, through
+ * the kernel crate's VmaNew setters); this adds VM_PFNMAP, which the kernel
+ * crate has no setter for, and the write-combined protection.
  */
-void nvrs_vma_setup(void *vma, void *alloc)
+void nvrs_vma_setup(struct vm_area_struct *vma, void *alloc)
 {
-	struct vm_area_struct *v = vma;
-
-	vm_flags_set(v, VM_IO | VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP |
-			VM_DONTCOPY);
-	v->vm_page_prot = pgprot_writecombine(vm_get_page_prot(v->vm_flags));
-	v->vm_private_data = alloc;
-	v->vm_ops = &nvrs_vm_ops;
+	vm_flags_set(vma, VM_PFNMAP);
+	vma->vm_page_prot =
+		pgprot_writecombine(vm_get_page_prot(vma->vm_flags));
+	vma->vm_private_data = alloc;
+	vma->vm_ops = &nvrs_vm_ops;
 }
 
 /**
@@ -523,10 +504,10 @@ void nvrs_vma_setup(void *vma, void *alloc)
  *
  * Return: VM_FAULT_NOPAGE, or the error of the faulting page's insertion.
  */
-vm_fault_t nvrs_vmf_insert(void *vmf, u64 file_off, u64 phys, u64 len)
+vm_fault_t nvrs_vmf_insert(struct vm_fault *vmf, u64 file_off, u64 phys,
+			   u64 len)
 {
-	struct vm_fault *f = vmf;
-	struct vm_area_struct *v = f->vma;
+	struct vm_area_struct *v = vmf->vma;
 	u64 vma_off = (u64)v->vm_pgoff << PAGE_SHIFT;
 	u64 o;
 
@@ -541,23 +522,10 @@ vm_fault_t nvrs_vmf_insert(void *vmf, u64 file_off, u64 phys, u64 len)
 			break;
 		ret = vmf_insert_pfn_prot(v, addr, (phys + o) >> PAGE_SHIFT,
 					  v->vm_page_prot);
-		if (ret != VM_FAULT_NOPAGE && addr == (f->address & PAGE_MASK))
+		if (ret != VM_FAULT_NOPAGE && addr == (vmf->address & PAGE_MASK))
 			return ret;
 	}
 	return VM_FAULT_NOPAGE;
-}
-
-/**
- * nvrs_vma_may_share() - whether a VMA may be shared (MAP_SHARED, even read-only)
- * @vma: the struct vm_area_struct being set up by mmap
- *
- * A read-only MAP_SHARED mapping has VM_MAYSHARE without VM_SHARED.
- *
- * Return: true for a shared mapping.
- */
-bool nvrs_vma_may_share(void *vma)
-{
-	return ((struct vm_area_struct *)vma)->vm_flags & VM_MAYSHARE;
 }
 
 /**
@@ -656,7 +624,7 @@ static const struct mmu_notifier_ops nvrs_mm_ops = {
  *
  * Return: the watch, or an ERR_PTR() (-EINVAL for a kernel thread).
  */
-void *nvrs_mm_watch_current(void *owner)
+struct nvrs_mm_watch *nvrs_mm_watch_current(void *owner)
 {
 	struct nvrs_mm_watch *w;
 	int ret;
@@ -684,9 +652,9 @@ void *nvrs_mm_watch_current(void *owner)
  *
  * Return: true if current runs in the watched address space.
  */
-bool nvrs_mm_watch_is_current(void *watch)
+bool nvrs_mm_watch_is_current(struct nvrs_mm_watch *watch)
 {
-	return ((struct nvrs_mm_watch *)watch)->mn.mm == current->mm;
+	return watch->mn.mm == current->mm;
 }
 
 /**
@@ -696,12 +664,10 @@ bool nvrs_mm_watch_is_current(void *watch)
  * Runs the release callback first if the address space is still alive, and
  * waits for one that is running. Sleeps.
  */
-void nvrs_mm_watch_stop(void *watch)
+void nvrs_mm_watch_stop(struct nvrs_mm_watch *watch)
 {
-	struct nvrs_mm_watch *w = watch;
-
-	mmu_notifier_unregister(&w->mn, w->mn.mm);
-	kfree(w);
+	mmu_notifier_unregister(&watch->mn, watch->mn.mm);
+	kfree(watch);
 }
 
 /**

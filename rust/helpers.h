@@ -1,8 +1,16 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * C helpers nvrs's Rust code calls for kernel APIs the kernel crate does not
- * wrap (inline functions, macros, and data-structure walks). The structures
- * here are mirrored by #[repr(C)] types in src/helpers.rs; keep them in step.
+ * wrap (inline functions, macros, and data-structure walks), and the Rust
+ * functions the C side calls back.
+ *
+ * This header is the one definition of the C edge: the build runs bindgen on
+ * it (Kbuild, rust/helpers_generated.rs) and src/helpers.rs includes what it
+ * writes, so every nvrs_* prototype, structure and constant declared here is
+ * what Rust calls, with the kernel's own struct types (struct pci_dev * is
+ * *mut bindings::pci_dev). Kernel objects are passed by their struct type;
+ * void * is left only for what C never looks into (Rust objects handed
+ * through as private data).
  */
 #ifndef NVRS_RUST_HELPERS_H
 #define NVRS_RUST_HELPERS_H
@@ -12,10 +20,16 @@
 #include <linux/mm_types.h>
 
 struct device;
+struct gpu_buddy;
+struct gpu_buddy_block;
+struct inode;
 struct workqueue_struct;
 struct dma_buf;
 struct pci_dev;
 struct sg_table;
+struct vm_area_struct;
+struct vm_fault;
+struct nvrs_mm_watch;
 
 #define NVRS_PCI_MAX_HOPS	8
 
@@ -55,23 +69,21 @@ int nvrs_node_cpulist(int node, char *buf, u32 len);
 
 int nvrs_dma_map_mmio(struct pci_dev *peer, u64 phys, u64 size, u64 *dma);
 void nvrs_dma_unmap_mmio(struct pci_dev *peer, u64 dma, u64 size);
-void nvrs_vma_setup(void *vma, void *alloc);
-vm_fault_t nvrs_vmf_insert(void *vmf, u64 file_off, u64 phys, u64 len);
-bool nvrs_vma_may_share(void *vma);
+void nvrs_vma_setup(struct vm_area_struct *vma, void *alloc);
+vm_fault_t nvrs_vmf_insert(struct vm_fault *vmf, u64 file_off, u64 phys,
+			   u64 len);
 int nvrs_aperture_wc(struct pci_dev *pdev, u64 phys, u64 len);
-void *nvrs_mm_watch_current(void *owner);
-bool nvrs_mm_watch_is_current(void *watch);
-void nvrs_mm_watch_stop(void *watch);
+struct nvrs_mm_watch *nvrs_mm_watch_current(void *owner);
+bool nvrs_mm_watch_is_current(struct nvrs_mm_watch *watch);
+void nvrs_mm_watch_stop(struct nvrs_mm_watch *watch);
 struct workqueue_struct *nvrs_wq_init(void);
 struct workqueue_struct *nvrs_wq_get(void);
 void nvrs_wq_flush(void);
 void nvrs_wq_fini(void);
-unsigned long nvrs_vma_pgoff(void *vma);
-void *nvrs_vma_inode_get(void *vma);
-void nvrs_inode_put(void *inode);
-void nvrs_zap_user_mappings(void *inode, u64 start, u64 len);
-void *nvrs_pci_dev_get(void *pdev);
-void nvrs_pci_dev_put(void *pdev);
+unsigned long nvrs_vma_pgoff(struct vm_area_struct *vma);
+struct inode *nvrs_vma_inode_get(struct vm_area_struct *vma);
+void nvrs_inode_put(struct inode *inode);
+void nvrs_zap_user_mappings(struct inode *inode, u64 start, u64 len);
 int nvrs_current_tgid(void);
 void *nvrs_current_process(void);
 void *nvrs_current_process_get(void);
@@ -109,27 +121,31 @@ int nvrs_dmabuf_map_rs(void *export, struct pci_dev *importer, bool revocable,
 void nvrs_dmabuf_unmap_rs(void *export, void *mapping);
 void nvrs_dmabuf_release_rs(void *export);
 int nvrs_dmabuf_mmap_rs(void *export, bool shared, bool exec);
-vm_fault_t nvrs_dmabuf_fault_rs(void *export, void *vmf, u64 file_off);
+vm_fault_t nvrs_dmabuf_fault_rs(void *export, struct vm_fault *vmf,
+				 u64 file_off);
 
 /* Implemented in Rust (src/topology/distance.rs). */
 void nvrs_topology_changed_rs(void);
 
 /* Implemented in Rust (src/vaspace/cpu_map.rs, src/vaspace/mod.rs). */
-vm_fault_t nvrs_alloc_fault(void *alloc, void *vmf, u64 file_off);
+vm_fault_t nvrs_alloc_fault(void *alloc, struct vm_fault *vmf, u64 file_off);
 void nvrs_alloc_vma_open(void *alloc);
 void nvrs_alloc_vma_close(void *alloc);
 void nvrs_va_space_exit(void *owner);
 
 /* rust/bench_buddy.c: the gpu_buddy benchmark anchor. */
 u64 nvrs_now_ns(void);
-void *nvrs_buddy_new(u64 size, u64 chunk);
-void nvrs_buddy_destroy(void *mm);
-void *nvrs_buddy_alloc(void *mm, u64 size);
-void nvrs_buddy_free(void *mm, void *block);
-void *nvrs_buddy_alloc_at(void *mm, u64 start, u64 size);
-void *nvrs_buddy_alloc_contiguous(void *mm, u64 size);
-void nvrs_buddy_free_contiguous(void *mm, void *block);
-u64 nvrs_buddy_largest_free(void *mm);
-u64 nvrs_buddy_metadata_bytes(void *mm);
+struct gpu_buddy *nvrs_buddy_new(u64 size, u64 chunk);
+void nvrs_buddy_destroy(struct gpu_buddy *mm);
+struct gpu_buddy_block *nvrs_buddy_alloc(struct gpu_buddy *mm, u64 size);
+void nvrs_buddy_free(struct gpu_buddy *mm, struct gpu_buddy_block *block);
+struct gpu_buddy_block *nvrs_buddy_alloc_at(struct gpu_buddy *mm, u64 start,
+					    u64 size);
+struct gpu_buddy_block *nvrs_buddy_alloc_contiguous(struct gpu_buddy *mm,
+						    u64 size);
+void nvrs_buddy_free_contiguous(struct gpu_buddy *mm,
+				struct gpu_buddy_block *block);
+u64 nvrs_buddy_largest_free(struct gpu_buddy *mm);
+u64 nvrs_buddy_metadata_bytes(struct gpu_buddy *mm);
 
 #endif /* NVRS_RUST_HELPERS_H */

@@ -10,10 +10,12 @@
 //! - `nvrs_emu_identity`: the emulated GPU's identity block;
 //! - `nvrs_topology`: link classification and the P2P gate;
 //! - `nvrs_pmm`: the physical memory manager with kernel storage, live and private;
-//! - `nvrs_gpus`: the GPUs this module instance bound in the running kernel.
+//! - `nvrs_gpus`: the GPUs this module instance bound in the running kernel;
+//! - `nvrs_task`: the `kernel` crate's task accessors, against C.
 
 mod emu_identity;
 mod gpus;
 mod ident;
 mod pmm;
+mod task;
 mod topology;

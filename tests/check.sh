@@ -200,7 +200,7 @@ vm() {
 }
 
 KUNIT=(--expect-suite nvrs_ident --expect-suite nvrs_emu_identity --expect-suite nvrs_gpus
-	--expect-suite nvrs_topology --expect-suite nvrs_pmm)
+	--expect-suite nvrs_topology --expect-suite nvrs_pmm --expect-suite nvrs_task)
 vm switch --topology switch --bad-gpus --scenario probe --scenario topology --scenario p2p \
 	--scenario isolation --scenario vaspace --scenario dmabuf --scenario compact --scenario smi \
 	--scenario removal --scenario stale \

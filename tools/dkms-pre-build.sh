@@ -3,8 +3,9 @@
 #
 # DKMS pre-build check (dkms.conf): the kernel tree can build a Rust module.
 #   tools/dkms-pre-build.sh KERNEL_BUILD_DIR
-# Prints one line and fails if the tree has no Rust metadata or was built by
-# another rustc than the one on PATH.
+# Prints one line and fails if the tree has no Rust metadata, was built by
+# another rustc than the one on PATH, or bindgen (BINDGEN, or on PATH) is
+# missing.
 
 kdir=$1
 if [ ! -e "$kdir/rust/kernel.rmeta" ] && [ ! -e "$kdir/rust/libkernel.rmeta" ]; then
@@ -15,6 +16,11 @@ want=$(sed -n 's/^CONFIG_RUSTC_VERSION_TEXT="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$k
 have=$(rustc --version 2>/dev/null)
 if [ -n "$want" ] && [ "$want" != "$have" ]; then
 	echo "nvrs: the kernel was built with '$want' but rustc is '${have:-missing}'" >&2
+	exit 1
+fi
+bindgen=${BINDGEN:-bindgen}
+if ! command -v "$bindgen" >/dev/null 2>&1; then
+	echo "nvrs: '$bindgen' not found: nvrs generates the Rust declarations of rust/helpers.h with bindgen at build time (set BINDGEN)" >&2
 	exit 1
 fi
 exit 0

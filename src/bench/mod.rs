@@ -12,12 +12,13 @@
 pub(crate) mod frag;
 pub(crate) mod traces;
 
-use core::{
-    ffi::c_void,
-    fmt, //
-};
+use core::fmt;
 
 use kernel::{
+    bindings::{
+        gpu_buddy,
+        gpu_buddy_block, //
+    },
     prelude::*,
     sync::atomic::{
         Atomic,
@@ -25,25 +26,28 @@ use kernel::{
     },
 };
 
-use crate::{hwref::PMM_CHUNKS_DEFAULT, kstorage::KernelStorage, pmm::Pmm};
+use crate::{
+    helpers::ffi::{
+        nvrs_buddy_alloc,
+        nvrs_buddy_alloc_at,
+        nvrs_buddy_alloc_contiguous,
+        nvrs_buddy_destroy,
+        nvrs_buddy_free,
+        nvrs_buddy_free_contiguous,
+        nvrs_buddy_largest_free,
+        nvrs_buddy_metadata_bytes,
+        nvrs_buddy_new,
+        nvrs_now_ns, //
+    },
+    hwref::PMM_CHUNKS_DEFAULT,
+    kstorage::KernelStorage,
+    pmm::Pmm,
+};
 
 use traces::{
     BenchAlloc,
     Clock, //
 };
-
-extern "C" {
-    fn nvrs_now_ns() -> u64;
-    fn nvrs_buddy_new(size: u64, chunk: u64) -> *mut c_void;
-    fn nvrs_buddy_destroy(mm: *mut c_void);
-    fn nvrs_buddy_alloc(mm: *mut c_void, size: u64) -> *mut c_void;
-    fn nvrs_buddy_free(mm: *mut c_void, block: *mut c_void);
-    fn nvrs_buddy_alloc_at(mm: *mut c_void, start: u64, size: u64) -> *mut c_void;
-    fn nvrs_buddy_alloc_contiguous(mm: *mut c_void, size: u64) -> *mut c_void;
-    fn nvrs_buddy_free_contiguous(mm: *mut c_void, block: *mut c_void);
-    fn nvrs_buddy_largest_free(mm: *mut c_void) -> u64;
-    fn nvrs_buddy_metadata_bytes(mm: *mut c_void) -> u64;
-}
 
 /// `ktime_get_ns()`.
 struct KernelClock;
@@ -61,7 +65,7 @@ impl Clock for KernelClock {
 ///
 /// `mm` is a `struct gpu_buddy` initialised by `nvrs_buddy_new`, owned by this object.
 struct BuddyAlloc {
-    mm: *mut c_void,
+    mm: *mut gpu_buddy,
 }
 
 impl BuddyAlloc {
@@ -77,33 +81,33 @@ impl BuddyAlloc {
 }
 
 impl BenchAlloc for BuddyAlloc {
-    type Handle = *mut c_void;
+    type Handle = *mut gpu_buddy_block;
 
-    fn alloc(&mut self, size: u64) -> Option<*mut c_void> {
+    fn alloc(&mut self, size: u64) -> Option<*mut gpu_buddy_block> {
         // SAFETY: `self.mm` is initialised (type invariant); access is exclusive (`&mut self`).
         let b = unsafe { nvrs_buddy_alloc(self.mm, size) };
         (!b.is_null()).then_some(b)
     }
 
-    fn free(&mut self, h: *mut c_void) {
+    fn free(&mut self, h: *mut gpu_buddy_block) {
         // SAFETY: `h` is a block this allocator returned and that was not freed since (the
         // traces free each handle once).
         unsafe { nvrs_buddy_free(self.mm, h) }
     }
 
-    fn alloc_at(&mut self, addr: u64, size: u64) -> Option<*mut c_void> {
+    fn alloc_at(&mut self, addr: u64, size: u64) -> Option<*mut gpu_buddy_block> {
         // SAFETY: `self.mm` is initialised (type invariant); access is exclusive (`&mut self`).
         let b = unsafe { nvrs_buddy_alloc_at(self.mm, addr, size) };
         (!b.is_null()).then_some(b)
     }
 
-    fn alloc_contiguous(&mut self, bytes: u64) -> Option<*mut c_void> {
+    fn alloc_contiguous(&mut self, bytes: u64) -> Option<*mut gpu_buddy_block> {
         // SAFETY: `self.mm` is initialised (type invariant); access is exclusive (`&mut self`).
         let b = unsafe { nvrs_buddy_alloc_contiguous(self.mm, bytes) };
         (!b.is_null()).then_some(b)
     }
 
-    fn free_contiguous(&mut self, h: *mut c_void) {
+    fn free_contiguous(&mut self, h: *mut gpu_buddy_block) {
         // SAFETY: `h` is the first block of a contiguous allocation of this allocator, not
         // freed since (the traces free each handle once).
         unsafe { nvrs_buddy_free_contiguous(self.mm, h) }

@@ -2,45 +2,38 @@
 
 //! The FFI edge to `rust/dmabuf.c`: the dma-buf, reservation and scatterlist calls the exporter
 //! makes, behind safe types. The calls in the other direction (the `dma_buf_ops`) are in
-//! [`super::ops`].
+//! [`super::ops`]. The prototypes are those of `rust/helpers.h`, generated at build time
+//! ([`crate::helpers::ffi`]).
 
-use core::ffi::{
-    c_int,
-    c_void, //
+use core::ffi::c_void;
+
+use kernel::{
+    bindings,
+    prelude::*, //
 };
 
-use kernel::prelude::*;
-
-use crate::helpers::PeerRef;
+use crate::helpers::{
+    ffi::{
+        nvrs_dma_run,
+        nvrs_dmabuf_export,
+        nvrs_dmabuf_fd,
+        nvrs_dmabuf_invalidate,
+        nvrs_dmabuf_put,
+        nvrs_dmabuf_report_stuck,
+        nvrs_dmabuf_tryget,
+        nvrs_dmabuf_zap,
+        nvrs_sgt_build, //
+    },
+    PeerRef, //
+};
 
 /// `struct nvrs_dma_run`: one DMA-mapped run of an importer's mapping.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub(crate) struct DmaRun {
-    pub(crate) dma: u64,
-    pub(crate) len: u64,
-}
-
-extern "C" {
-    fn nvrs_dmabuf_export(export: *const c_void, size: u64, out: *mut *mut c_void) -> c_int;
-    fn nvrs_dmabuf_fd(dmabuf: *mut c_void) -> c_int;
-    fn nvrs_dmabuf_tryget(dmabuf: *mut c_void) -> bool;
-    fn nvrs_dmabuf_put(dmabuf: *mut c_void);
-    fn nvrs_dmabuf_invalidate(dmabuf: *mut c_void, timeout_ms: u32) -> bool;
-    fn nvrs_dmabuf_report_stuck(dmabuf: *mut c_void, gpu: u32, waited_ms: u32, fence: bool);
-    fn nvrs_dmabuf_zap(dmabuf: *mut c_void);
-    fn nvrs_sgt_build(
-        dev: *mut c_void,
-        runs: *const DmaRun,
-        n: u32,
-        mapping: *mut c_void,
-    ) -> *mut c_void;
-}
+pub(crate) type DmaRun = nvrs_dma_run;
 
 /// A `struct dma_buf` nvrs exported, named without a reference: valid until its `release` op
 /// has run ([`super::ops`]), which is what the export it belongs to tracks.
 #[derive(Clone, Copy)]
-pub(crate) struct DmaBufPtr(*mut c_void);
+pub(crate) struct DmaBufPtr(*mut bindings::dma_buf);
 
 // SAFETY: A dma-buf may be referenced and used from any thread.
 unsafe impl Send for DmaBufPtr {}
@@ -62,7 +55,7 @@ impl DmaBufPtr {
         let mut out = core::ptr::null_mut();
         // SAFETY: `out` is writable; `export` is handed over on success (function safety
         // requirement).
-        kernel::error::to_result(unsafe { nvrs_dmabuf_export(export, size, &mut out) })?;
+        kernel::error::to_result(unsafe { nvrs_dmabuf_export(export.cast_mut(), size, &mut out) })?;
         Ok(Self(out))
     }
 
@@ -143,10 +136,10 @@ pub(crate) fn sgt_build(
     importer: &PeerRef,
     runs: &[DmaRun],
     mapping: *mut c_void,
-) -> Option<*mut c_void> {
+) -> Option<*mut bindings::sg_table> {
     let n = u32::try_from(runs.len()).ok()?;
     // SAFETY: `importer` is a referenced `struct pci_dev`; `runs` is valid for `n` entries for
     // the call.
-    let sgt = unsafe { nvrs_sgt_build(importer.as_abi().cast(), runs.as_ptr(), n, mapping) };
+    let sgt = unsafe { nvrs_sgt_build(importer.as_raw(), runs.as_ptr(), n, mapping) };
     (!sgt.is_null()).then_some(sgt)
 }

@@ -66,7 +66,7 @@ impl Export {
         Ok(())
     }
 
-    fn map(&self, importer: PeerRef, revocable: bool) -> Result<*mut c_void> {
+    fn map(&self, importer: PeerRef, revocable: bool) -> Result<*mut bindings::sg_table> {
         {
             let mut st = self.state.lock();
             if st.revoked || self.mem().is_gone() {
@@ -87,7 +87,7 @@ impl Export {
         built
     }
 
-    fn build(&self, importer: PeerRef, revocable: bool) -> Result<*mut c_void> {
+    fn build(&self, importer: PeerRef, revocable: bool) -> Result<*mut bindings::sg_table> {
         // SAFETY: The runs are the export's memory, held until the export is released or
         // revoked with no mapping left; this mapping ends (unmap) before either.
         let runs = unsafe { PeerRuns::map(importer, self.phys_runs()) }?;
@@ -162,7 +162,7 @@ impl Export {
 #[no_mangle]
 unsafe extern "C" fn nvrs_dmabuf_attach_rs(
     export: *mut c_void,
-    importer: *mut c_void,
+    importer: *mut bindings::pci_dev,
     peer2peer: bool,
     revocable: bool,
 ) -> c_int {
@@ -175,6 +175,7 @@ unsafe extern "C" fn nvrs_dmabuf_attach_rs(
         Err(err) => err.to_errno(),
     }
 }
+helpers::same_signature!(nvrs_dmabuf_attach_rs);
 
 /// `dma_buf_ops.pin` (`pin` true) and `unpin`: counted only, since nvrs never moves exported
 /// memory.
@@ -197,6 +198,7 @@ unsafe extern "C" fn nvrs_dmabuf_pin_rs(export: *mut c_void, pin: bool) -> c_int
     }
     0
 }
+helpers::same_signature!(nvrs_dmabuf_pin_rs);
 
 /// `dma_buf_ops.map_dma_buf`: DMA-maps the exported range for `importer` and returns the
 /// sg_table in `*out`.
@@ -209,9 +211,9 @@ unsafe extern "C" fn nvrs_dmabuf_pin_rs(export: *mut c_void, pin: bool) -> c_int
 #[no_mangle]
 unsafe extern "C" fn nvrs_dmabuf_map_rs(
     export: *mut c_void,
-    importer: *mut c_void,
+    importer: *mut bindings::pci_dev,
     revocable: bool,
-    out: *mut *mut c_void,
+    out: *mut *mut bindings::sg_table,
 ) -> c_int {
     // SAFETY: By the function's safety requirement.
     let e = unsafe { borrow(export) };
@@ -228,6 +230,7 @@ unsafe extern "C" fn nvrs_dmabuf_map_rs(
         Err(err) => err.to_errno(),
     }
 }
+helpers::same_signature!(nvrs_dmabuf_map_rs);
 
 /// `dma_buf_ops.unmap_dma_buf`: undoes one [`nvrs_dmabuf_map_rs`] (the C side frees the table).
 ///
@@ -246,6 +249,7 @@ unsafe extern "C" fn nvrs_dmabuf_unmap_rs(export: *mut c_void, mapping: *mut c_v
     drop(m);
     e.unmapped_one(revocable);
 }
+helpers::same_signature!(nvrs_dmabuf_unmap_rs);
 
 /// `dma_buf_ops.release`: the dma-buf is gone; so is the export's hold on the memory.
 ///
@@ -266,6 +270,7 @@ unsafe extern "C" fn nvrs_dmabuf_release_rs(export: *mut c_void) {
     drop(node);
     e.drop_hold();
 }
+helpers::same_signature!(nvrs_dmabuf_release_rs);
 
 /// `dma_buf_ops.mmap`: CPU mappings must be shared (a private one would get copy-on-write
 /// semantics over device memory) and not executable; the C side sets the VMA up for faults.
@@ -288,6 +293,7 @@ unsafe extern "C" fn nvrs_dmabuf_mmap_rs(export: *mut c_void, shared: bool, exec
     }
     0
 }
+helpers::same_signature!(nvrs_dmabuf_mmap_rs);
 
 /// `vm_ops->fault` of a dma-buf's VMA.
 ///
@@ -298,7 +304,7 @@ unsafe extern "C" fn nvrs_dmabuf_mmap_rs(export: *mut c_void, shared: bool, exec
 #[no_mangle]
 unsafe extern "C" fn nvrs_dmabuf_fault_rs(
     export: *mut c_void,
-    vmf: *mut c_void,
+    vmf: *mut bindings::vm_fault,
     file_off: u64,
 ) -> u32 {
     // SAFETY: By the function's safety requirement.
@@ -307,3 +313,4 @@ unsafe extern "C" fn nvrs_dmabuf_fault_rs(
     let fault = unsafe { Fault::from_raw(vmf) };
     e.fault(&fault, file_off)
 }
+helpers::same_signature!(nvrs_dmabuf_fault_rs);

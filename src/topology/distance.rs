@@ -66,6 +66,7 @@ pub(crate) fn unwatch_bus() {
 unsafe extern "C" fn nvrs_topology_changed_rs() {
     DISTANCES.lock().invalidate();
 }
+crate::helpers::same_signature!(nvrs_topology_changed_rs);
 
 /// The P2PDMA distance from the GPU `provider` (with routing id `provider_id`) to the function
 /// with routing id `client`: remembered, or asked of the kernel (with no lock held) and

@@ -125,8 +125,8 @@ impl Allocation {
 /// reference on a [`CpuHandle`]), and `vmf` the fault being handled on that VMA.
 #[no_mangle]
 unsafe extern "C" fn nvrs_alloc_fault(
-    alloc: *const c_void,
-    vmf: *mut c_void,
+    alloc: *mut c_void,
+    vmf: *mut kernel::bindings::vm_fault,
     file_off: u64,
 ) -> u32 {
     // SAFETY: The VMA holds a reference on the handle for as long as it exists, and it exists
@@ -141,6 +141,7 @@ unsafe extern "C" fn nvrs_alloc_fault(
     let fault = unsafe { Fault::from_raw(vmf) };
     a.fault(&fault, file_off)
 }
+crate::helpers::same_signature!(nvrs_alloc_fault);
 
 /// `vm_ops->open`: a VMA was copied (split or moved); it takes a reference of its own.
 ///
@@ -148,12 +149,13 @@ unsafe extern "C" fn nvrs_alloc_fault(
 ///
 /// `alloc` must be the private data of a live VMA set up by [`crate::helpers::vma_setup`].
 #[no_mangle]
-unsafe extern "C" fn nvrs_alloc_vma_open(alloc: *const c_void) {
+unsafe extern "C" fn nvrs_alloc_vma_open(alloc: *mut c_void) {
     // SAFETY: The VMA being copied holds a reference, so the handle is alive.
     let h: Arc<CpuHandle> = unsafe { ArcBorrow::<CpuHandle>::from_raw(alloc.cast()) }.into();
     // The new VMA owns this reference until its `close`.
     let _ = Arc::into_raw(h);
 }
+crate::helpers::same_signature!(nvrs_alloc_vma_open);
 
 /// `vm_ops->close`: a VMA goes away and drops its reference.
 ///
@@ -162,7 +164,8 @@ unsafe extern "C" fn nvrs_alloc_vma_open(alloc: *const c_void) {
 /// `alloc` must be the private data of the VMA being closed, set up by
 /// [`crate::helpers::vma_setup`] or copied by [`nvrs_alloc_vma_open`]; it is not used again.
 #[no_mangle]
-unsafe extern "C" fn nvrs_alloc_vma_close(alloc: *const c_void) {
+unsafe extern "C" fn nvrs_alloc_vma_close(alloc: *mut c_void) {
     // SAFETY: The VMA owned one reference, obtained from `Arc::into_raw`, which it gives up now.
     drop(unsafe { Arc::<CpuHandle>::from_raw(alloc.cast()) });
 }
+crate::helpers::same_signature!(nvrs_alloc_vma_close);

@@ -657,6 +657,7 @@ unsafe extern "C" fn nvrs_va_space_exit(owner: *mut c_void) {
     let vs = unsafe { ArcBorrow::<VaSpace>::from_raw(owner.cast()) };
     vs.owner_gone();
 }
+crate::helpers::same_signature!(nvrs_va_space_exit);
 
 impl VaSpace {
     /// The calling process's VA space, created on its first open.
