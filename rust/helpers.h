@@ -71,7 +71,6 @@ void nvrs_zap_user_mappings(void *inode, u64 start, u64 len);
 void *nvrs_pci_dev_get(void *pdev);
 void nvrs_pci_dev_put(void *pdev);
 int nvrs_current_tgid(void);
-void *nvrs_current_process(void);
 void *nvrs_current_process_get(void);
 void nvrs_process_put(void *pid);
 int nvrs_process_nr(void *pid);
