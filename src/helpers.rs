@@ -24,19 +24,6 @@ use crate::topology::link::{
     PortKind, //
 };
 
-/// The text written to a debugfs file, trimmed: at most `buf.len()` bytes of it are read into
-/// `buf` (the rest is ignored); `-EINVAL` if they are not UTF-8.
-pub(crate) fn written_text<'a>(
-    reader: &mut kernel::uaccess::UserSliceReader,
-    buf: &'a mut [u8],
-) -> Result<&'a str> {
-    let n = reader.len().min(buf.len());
-    let bytes = buf.get_mut(..n).ok_or(EINVAL)?;
-    reader.read_slice(bytes)?;
-    let text = core::str::from_utf8(bytes).map_err(|_| EINVAL)?;
-    Ok(text.trim())
-}
-
 /// `NVRS_PCI_MAX_HOPS`.
 const MAX_HOPS: usize = 8;
 
