@@ -373,16 +373,6 @@ int nvrs_current_tgid(void)
 }
 
 /**
- * nvrs_current_process() - the calling process's struct pid, for comparison
- *
- * Return: task_tgid(current), without a reference.
- */
-void *nvrs_current_process(void)
-{
-	return task_tgid(current);
-}
-
-/**
  * nvrs_current_process_get() - the calling process's struct pid, referenced
  *
  * Holding the reference keeps the struct pid from being freed and reused by a

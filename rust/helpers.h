@@ -85,7 +85,6 @@ struct inode *nvrs_vma_inode_get(struct vm_area_struct *vma);
 void nvrs_inode_put(struct inode *inode);
 void nvrs_zap_user_mappings(struct inode *inode, u64 start, u64 len);
 int nvrs_current_tgid(void);
-void *nvrs_current_process(void);
 void *nvrs_current_process_get(void);
 void nvrs_process_put(void *pid);
 int nvrs_process_nr(void *pid);

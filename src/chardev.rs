@@ -48,6 +48,7 @@ use crate::{
     hwref::P2P_PAGE_SIZE,
     pmm::stats::RootKind,
     topology::Link,
+    uapi,
     vaspace::{
         range::Span,
         Allocation,
@@ -55,198 +56,46 @@ use crate::{
     },
 };
 
-const MAGIC: u32 = 0xE5;
-
-/// `struct nvrs_gpu_info`.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct GpuInfoArg {
-    index: u32,
-    chipset: u32,
-    fb_size: u64,
-    fb_free: u64,
-    uuid: [u8; 16],
-    name: [u8; 32],
-    chip: [u8; 16],
+/// Lets the `uapi` structures be copied from and to user space as they are.
+macro_rules! plain_data {
+    ($($t:ident),* $(,)?) => {
+        $(
+            // SAFETY: `uapi::$t` is `#[repr(C)]`, integers and arrays of them without padding
+            // (the host tests check every field against the header): any bit pattern is a valid
+            // value and every byte of a value is initialised.
+            unsafe impl FromBytes for uapi::$t {}
+            // SAFETY: As for `FromBytes` above.
+            unsafe impl AsBytes for uapi::$t {}
+        )*
+    };
 }
+plain_data!(
+    GpuInfo,
+    Alloc,
+    Free,
+    GpuStats,
+    ExportDmabuf,
+    PmmMap,
+    ProcessUsage,
+    Processes,
+    TopologyEndpoint,
+    Topology,
+);
 
-/// `struct nvrs_alloc`.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct AllocArg {
-    gpu: u32,
-    flags: u32,
-    size: u64,
-    va: u64,
-}
+const _: () = assert!(uapi::CHUNK_SIZES == crate::pmm::MAX_SIZES);
+const _: () = assert!(uapi::CHUNK_STATES == crate::pmm::STATES);
 
-/// `struct nvrs_gpu_stats` (`NVRS_GPU_STATS_VERSION` 2).
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct GpuStatsArg {
-    index: u32,
-    version: u32,
-    fb_total: u64,
-    fb_used: u64,
-    fb_free: u64,
-    fb_free_zeroed: u64,
-    largest_free: u64,
-    bar1_total: u64,
-    bar1_pinned: u64,
-    fragmentation_permille: u32,
-    pins: u32,
-    dma_mappings: u32,
-    chunk_levels: u32,
-    chunk_size: [u64; CHUNK_SIZES],
-    chunks: [[u64; CHUNK_SIZES]; CHUNK_STATES],
-    alloc_failures: u64,
-    dmabufs: u32,
-    dmabuf_mappings: u32,
-    compactions: u64,
-    compacted_bytes: u64,
-    reserved: [u64; 5],
-}
-
-/// `NVRS_GPU_STATS_VERSION`.
-const GPU_STATS_VERSION: u32 = 2;
-
-/// `NVRS_CHUNK_SIZES`, `NVRS_CHUNK_STATES`.
-const CHUNK_SIZES: usize = 4;
-const CHUNK_STATES: usize = 4;
-const _: () = assert!(CHUNK_SIZES == crate::pmm::MAX_SIZES);
-const _: () = assert!(CHUNK_STATES == crate::pmm::STATES);
-
-/// `struct nvrs_export_dmabuf`.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct ExportArg {
-    va: u64,
-    size: u64,
-    flags: u32,
-    fd: i32,
-}
-
-/// `struct nvrs_pmm_map`.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct PmmMapArg {
-    gpu: u32,
-    roots: u32,
-    root_size: u64,
-    map: u64,
-}
-
-/// `struct nvrs_process_usage`.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct ProcessArg {
-    pid: i32,
-    gpu: u32,
-    bytes: u64,
-}
-
-/// `struct nvrs_processes`.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct ProcessesArg {
-    count: u32,
-    pad: u32,
-    entries: u64,
-}
-
-/// Most entries of one `NVRS_IOCTL_PROCESSES`.
-const MAX_PROCESSES: u32 = 4096;
-
-/// `NVRS_TOPO_MAX`.
-const TOPO_MAX: usize = 32;
-
-/// `struct nvrs_topology_endpoint`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct TopoEndpointArg {
-    pci_id: u32,
-    numa_node: i32,
-    cpu_affinity: [u8; 56],
-}
-
-/// `struct nvrs_topology`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct TopologyArg {
-    version: u32,
-    gpus: u32,
-    peers: u32,
-    gate: u32,
-    ep: [TopoEndpointArg; TOPO_MAX],
-    link: [[u8; TOPO_MAX]; TOPO_MAX],
-    p2p: [[u8; TOPO_MAX]; TOPO_MAX],
-}
-
-/// `struct nvrs_free`.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct FreeArg {
-    va: u64,
-}
-
-// SAFETY: Plain integers and byte arrays, no padding (checked below), any bit pattern is valid.
-unsafe impl FromBytes for GpuInfoArg {}
-// SAFETY: As above.
-unsafe impl AsBytes for GpuInfoArg {}
-// SAFETY: As above.
-unsafe impl FromBytes for GpuStatsArg {}
-// SAFETY: As above.
-unsafe impl AsBytes for GpuStatsArg {}
-// SAFETY: As above.
-unsafe impl FromBytes for AllocArg {}
-// SAFETY: As above.
-unsafe impl AsBytes for AllocArg {}
-// SAFETY: As above.
-unsafe impl FromBytes for ExportArg {}
-// SAFETY: As above.
-unsafe impl AsBytes for ExportArg {}
-// SAFETY: As above.
-unsafe impl FromBytes for PmmMapArg {}
-// SAFETY: As above.
-unsafe impl AsBytes for PmmMapArg {}
-// SAFETY: As above.
-unsafe impl FromBytes for ProcessesArg {}
-// SAFETY: As above.
-unsafe impl AsBytes for ProcessesArg {}
-// SAFETY: As above.
-unsafe impl AsBytes for ProcessArg {}
-// SAFETY: As above.
-unsafe impl AsBytes for TopologyArg {}
-// SAFETY: As above.
-unsafe impl FromBytes for FreeArg {}
-// SAFETY: As above.
-unsafe impl AsBytes for FreeArg {}
-
-const _: () = assert!(core::mem::size_of::<GpuInfoArg>() == 88);
-const _: () = assert!(core::mem::size_of::<AllocArg>() == 24);
-const _: () = assert!(core::mem::size_of::<FreeArg>() == 8);
-const _: () = assert!(core::mem::size_of::<ExportArg>() == 24);
-const _: () = assert!(core::mem::size_of::<PmmMapArg>() == 24);
-const _: () = assert!(core::mem::size_of::<ProcessArg>() == 16);
-const _: () = assert!(core::mem::size_of::<ProcessesArg>() == 16);
+// The numbers `uapi` computes are those the kernel's own `_IOC` encoding gives.
+const _: () = assert!(uapi::IOCTL_GPU_COUNT == _IOR::<u32>(uapi::IOCTL_MAGIC, 0));
+const _: () = assert!(uapi::IOCTL_GPU_INFO == _IOWR::<uapi::GpuInfo>(uapi::IOCTL_MAGIC, 1));
+const _: () = assert!(uapi::IOCTL_ALLOC == _IOWR::<uapi::Alloc>(uapi::IOCTL_MAGIC, 2));
+const _: () = assert!(uapi::IOCTL_FREE == _IOW::<uapi::Free>(uapi::IOCTL_MAGIC, 3));
+const _: () = assert!(uapi::IOCTL_GPU_STATS == _IOWR::<uapi::GpuStats>(uapi::IOCTL_MAGIC, 4));
 const _: () =
-    assert!(core::mem::size_of::<TopologyArg>() == 16 + 64 * TOPO_MAX + 2 * TOPO_MAX * TOPO_MAX);
-const _: () = assert!(core::mem::size_of::<GpuStatsArg>() == 312);
-
-const GPU_COUNT: u32 = _IOR::<u32>(MAGIC, 0);
-const GPU_INFO: u32 = _IOWR::<GpuInfoArg>(MAGIC, 1);
-const ALLOC: u32 = _IOWR::<AllocArg>(MAGIC, 2);
-const FREE: u32 = _IOW::<FreeArg>(MAGIC, 3);
-const GPU_STATS: u32 = _IOWR::<GpuStatsArg>(MAGIC, 4);
-const EXPORT_DMABUF: u32 = _IOWR::<ExportArg>(MAGIC, 5);
-const PMM_MAP: u32 = _IOWR::<PmmMapArg>(MAGIC, 6);
-const PROCESSES: u32 = _IOWR::<ProcessesArg>(MAGIC, 7);
-const TOPOLOGY: u32 = _IOR::<TopologyArg>(MAGIC, 8);
-
-/// `NVRS_ALLOC_CONTIGUOUS`.
-const ALLOC_CONTIGUOUS: u32 = 1 << 0;
-/// `NVRS_ALLOC_ZERO`: accepted for compatibility; all memory is handed out zeroed.
-const ALLOC_ZERO: u32 = 1 << 1;
+    assert!(uapi::IOCTL_EXPORT_DMABUF == _IOWR::<uapi::ExportDmabuf>(uapi::IOCTL_MAGIC, 5));
+const _: () = assert!(uapi::IOCTL_PMM_MAP == _IOWR::<uapi::PmmMap>(uapi::IOCTL_MAGIC, 6));
+const _: () = assert!(uapi::IOCTL_PROCESSES == _IOWR::<uapi::Processes>(uapi::IOCTL_MAGIC, 7));
+const _: () = assert!(uapi::IOCTL_TOPOLOGY == _IOR::<uapi::Topology>(uapi::IOCTL_MAGIC, 8));
 
 /// An open `/dev/nvrs`.
 pub(crate) struct NvrsFile {
@@ -262,13 +111,15 @@ fn copy_str(dst: &mut [u8], src: &str) {
 
 impl NvrsFile {
     fn gpu_info(&self, arg: usize) -> Result<isize> {
-        let (mut r, mut w) =
-            UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<GpuInfoArg>())
-                .reader_writer();
-        let mut a: GpuInfoArg = r.read()?;
+        let (mut r, mut w) = UserSlice::new(
+            UserPtr::from_addr(arg),
+            core::mem::size_of::<uapi::GpuInfo>(),
+        )
+        .reader_writer();
+        let mut a: uapi::GpuInfo = r.read()?;
         let g = gpu::by_index(a.index).ok_or(ENODEV)?;
         let index = a.index;
-        a = GpuInfoArg {
+        a = uapi::GpuInfo {
             index,
             chipset: g.ident.chipset.id.into(),
             ..Default::default()
@@ -285,14 +136,16 @@ impl NvrsFile {
     }
 
     fn gpu_stats(&self, arg: usize) -> Result<isize> {
-        let (mut r, mut w) =
-            UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<GpuStatsArg>())
-                .reader_writer();
-        let a: GpuStatsArg = r.read()?;
+        let (mut r, mut w) = UserSlice::new(
+            UserPtr::from_addr(arg),
+            core::mem::size_of::<uapi::GpuStats>(),
+        )
+        .reader_writer();
+        let a: uapi::GpuStats = r.read()?;
         let g = gpu::by_index(a.index).ok_or(ENODEV)?;
-        let mut out = GpuStatsArg {
+        let mut out = uapi::GpuStats {
             index: a.index,
-            version: GPU_STATS_VERSION,
+            version: uapi::GPU_STATS_VERSION,
             bar1_total: g.aperture.len,
             ..Default::default()
         };
@@ -335,14 +188,16 @@ impl NvrsFile {
 
     fn alloc(&self, arg: usize) -> Result<isize> {
         let (mut r, mut w) =
-            UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<AllocArg>())
+            UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<uapi::Alloc>())
                 .reader_writer();
-        let mut a: AllocArg = r.read()?;
-        if a.flags & !(ALLOC_CONTIGUOUS | ALLOC_ZERO) != 0 || a.va != 0 {
+        let mut a: uapi::Alloc = r.read()?;
+        if a.flags & !uapi::ALLOC_FLAGS != 0 || a.va != 0 {
             return Err(EINVAL);
         }
         let g = gpu::by_index(a.gpu).ok_or(ENODEV)?;
-        let span = self.vs.alloc(g, a.size, a.flags & ALLOC_CONTIGUOUS != 0)?;
+        let span = self
+            .vs
+            .alloc(g, a.size, a.flags & uapi::ALLOC_CONTIGUOUS != 0)?;
         a.va = span.start();
         if let Err(e) = w.write(&a) {
             // The caller cannot learn the VA: do not leak the memory.
@@ -353,10 +208,12 @@ impl NvrsFile {
     }
 
     fn pmm_map(&self, arg: usize) -> Result<isize> {
-        let (mut r, mut w) =
-            UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<PmmMapArg>())
-                .reader_writer();
-        let mut a: PmmMapArg = r.read()?;
+        let (mut r, mut w) = UserSlice::new(
+            UserPtr::from_addr(arg),
+            core::mem::size_of::<uapi::PmmMap>(),
+        )
+        .reader_writer();
+        let mut a: uapi::PmmMap = r.read()?;
         let g = gpu::by_index(a.gpu).ok_or(ENODEV)?;
         let mem = g.mem.as_ref().ok_or(ENODEV)?;
         // Rendered into kernel memory first: no user copy under the manager's lock.
@@ -366,16 +223,16 @@ impl NvrsFile {
         {
             let pmm = mem.pmm.lock();
             for i in 0..n {
-                let b = pmm.root_summary(i).map_or(0, |s| {
+                let b = pmm.root_summary(i).map_or(uapi::ROOT_FREE, |s| {
                     let kind = match s.kind {
-                        RootKind::Free => 0,
-                        RootKind::Allocated => 1,
-                        RootKind::Split => 2,
-                        RootKind::Contiguous => 3,
-                        RootKind::TempPinned => 4,
+                        RootKind::Free => uapi::ROOT_FREE,
+                        RootKind::Allocated => uapi::ROOT_ALLOCATED,
+                        RootKind::Split => uapi::ROOT_SPLIT,
+                        RootKind::Contiguous => uapi::ROOT_CONTIG,
+                        RootKind::TempPinned => uapi::ROOT_TEMP,
                     };
-                    let used = (s.used * 16 / crate::hwref::ROOT_CHUNK_SIZE).min(15);
-                    kind | if s.pinned { 0x8 } else { 0 } | (u8::try_from(used).unwrap_or(15) << 4)
+                    let used = s.used * 16 / crate::hwref::ROOT_CHUNK_SIZE;
+                    uapi::root_byte(kind, s.pinned, u8::try_from(used).unwrap_or(u8::MAX))
                 });
                 // Capacity was reserved for `n` bytes.
                 let _ = bytes.push_within_capacity(b);
@@ -393,11 +250,11 @@ impl NvrsFile {
     fn processes(&self, arg: usize) -> Result<isize> {
         let (mut r, mut w) = UserSlice::new(
             UserPtr::from_addr(arg),
-            core::mem::size_of::<ProcessesArg>(),
+            core::mem::size_of::<uapi::Processes>(),
         )
         .reader_writer();
-        let mut a: ProcessesArg = r.read()?;
-        if a.pad != 0 || a.count > MAX_PROCESSES {
+        let mut a: uapi::Processes = r.read()?;
+        if a.pad != 0 || a.count > uapi::PROCESSES_MAX {
             return Err(EINVAL);
         }
         let mut out = KVVec::new();
@@ -409,11 +266,11 @@ impl NvrsFile {
         let n = crate::vaspace::usage(&mut out);
         let mut uw = UserSlice::new(
             UserPtr::from_addr(usize::try_from(a.entries)?),
-            n * core::mem::size_of::<ProcessArg>(),
+            n * core::mem::size_of::<uapi::ProcessUsage>(),
         )
         .writer();
         for u in out.iter().take(n) {
-            uw.write(&ProcessArg {
+            uw.write(&uapi::ProcessUsage {
                 pid: u.pid,
                 gpu: u.gpu,
                 bytes: u.bytes,
@@ -426,29 +283,21 @@ impl NvrsFile {
 
     fn topology(&self, arg: usize) -> Result<isize> {
         let mut t = KBox::new(
-            TopologyArg {
-                version: 1,
-                gpus: 0,
-                peers: 0,
+            uapi::Topology {
+                version: uapi::TOPOLOGY_VERSION,
                 gate: crate::p2p_topology(),
-                ep: [TopoEndpointArg {
-                    pci_id: 0,
-                    numa_node: -1,
-                    cpu_affinity: [0; 56],
-                }; TOPO_MAX],
-                link: [[0; TOPO_MAX]; TOPO_MAX],
-                p2p: [[0; TOPO_MAX]; TOPO_MAX],
+                ..uapi::Topology::EMPTY
             },
             GFP_KERNEL,
         )?;
-        let TopologyArg {
+        let uapi::Topology {
             ep: eps,
             link: links,
             p2p,
             ..
         } = &mut *t;
         let (gpus, peers) = crate::topology::snapshot(
-            TOPO_MAX,
+            uapi::TOPO_MAX,
             |i, e, cpus| {
                 if let Some(ep) = eps.get_mut(i) {
                     ep.pci_id = u32::try_from(e.id).unwrap_or(u32::MAX);
@@ -458,13 +307,13 @@ impl NvrsFile {
             },
             |i, j, link, allowed| {
                 let code = match link {
-                    Link::Itself => 1,
-                    Link::Pix => 2,
-                    Link::Pxb => 3,
-                    Link::Phb => 4,
-                    Link::Node => 5,
-                    Link::Sys => 6,
-                    Link::Nv(n) => 0x80 | n.min(0x7f),
+                    Link::Itself => uapi::LINK_SELF,
+                    Link::Pix => uapi::LINK_PIX,
+                    Link::Pxb => uapi::LINK_PXB,
+                    Link::Phb => uapi::LINK_PHB,
+                    Link::Node => uapi::LINK_NODE,
+                    Link::Sys => uapi::LINK_SYS,
+                    Link::Nv(n) => uapi::link_nv(n),
                 };
                 if let Some(l) = links.get_mut(i).and_then(|row| row.get_mut(j)) {
                     *l = code;
@@ -476,17 +325,22 @@ impl NvrsFile {
         )?;
         t.gpus = u32::try_from(gpus)?;
         t.peers = u32::try_from(peers)?;
-        UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<TopologyArg>())
-            .writer()
-            .write(&*t)?;
+        UserSlice::new(
+            UserPtr::from_addr(arg),
+            core::mem::size_of::<uapi::Topology>(),
+        )
+        .writer()
+        .write(&*t)?;
         Ok(0)
     }
 
     fn export_dmabuf(&self, arg: usize) -> Result<isize> {
-        let (mut r, mut w) =
-            UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<ExportArg>())
-                .reader_writer();
-        let mut a: ExportArg = r.read()?;
+        let (mut r, mut w) = UserSlice::new(
+            UserPtr::from_addr(arg),
+            core::mem::size_of::<uapi::ExportDmabuf>(),
+        )
+        .reader_writer();
+        let mut a: uapi::ExportDmabuf = r.read()?;
         if a.flags != 0 || a.fd != 0 {
             return Err(EINVAL);
         }
@@ -500,9 +354,10 @@ impl NvrsFile {
     }
 
     fn free(&self, arg: usize) -> Result<isize> {
-        let a: FreeArg = UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<FreeArg>())
-            .reader()
-            .read()?;
+        let a: uapi::Free =
+            UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<uapi::Free>())
+                .reader()
+                .read()?;
         self.vs.free(a.va)?;
         Ok(0)
     }
@@ -543,21 +398,21 @@ impl MiscDevice for NvrsFile {
 
     fn ioctl(me: &NvrsFile, file: &File, cmd: u32, arg: usize) -> Result<isize> {
         match cmd {
-            GPU_COUNT => {
+            uapi::IOCTL_GPU_COUNT => {
                 let n = u32::try_from(gpu::count()).unwrap_or(u32::MAX);
-                UserSlice::new(UserPtr::from_addr(arg), 4)
+                UserSlice::new(UserPtr::from_addr(arg), core::mem::size_of::<u32>())
                     .writer()
                     .write(&n)?;
                 Ok(0)
             }
-            GPU_INFO => me.gpu_info(arg),
-            GPU_STATS => me.gpu_stats(arg),
-            PMM_MAP => me.pmm_map(arg),
-            PROCESSES => me.processes(arg),
-            TOPOLOGY => me.topology(arg),
-            ALLOC => me.check_writer(file).and_then(|()| me.alloc(arg)),
-            FREE => me.check_writer(file).and_then(|()| me.free(arg)),
-            EXPORT_DMABUF => me.check_writer(file).and_then(|()| me.export_dmabuf(arg)),
+            uapi::IOCTL_GPU_INFO => me.gpu_info(arg),
+            uapi::IOCTL_GPU_STATS => me.gpu_stats(arg),
+            uapi::IOCTL_PMM_MAP => me.pmm_map(arg),
+            uapi::IOCTL_PROCESSES => me.processes(arg),
+            uapi::IOCTL_TOPOLOGY => me.topology(arg),
+            uapi::IOCTL_ALLOC => me.check_writer(file).and_then(|()| me.alloc(arg)),
+            uapi::IOCTL_FREE => me.check_writer(file).and_then(|()| me.free(arg)),
+            uapi::IOCTL_EXPORT_DMABUF => me.check_writer(file).and_then(|()| me.export_dmabuf(arg)),
             _ => Err(ENOTTY),
         }
     }

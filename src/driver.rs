@@ -68,8 +68,7 @@ use crate::{
         FbRange,
         GpuInfo,
         NvLinkPeers,
-        Registered,
-        Size, //
+        Registered, //
     },
     hwref::ident::{
         self,
@@ -78,6 +77,7 @@ use crate::{
         PmcBoot0,
         PmcBoot42, //
     },
+    text::Size,
 };
 
 /// PCI device id of QEMU's ivshmem (vendor 0x1af4); `ivshmem-plain` and `ivshmem-doorbell` share
@@ -353,7 +353,7 @@ fn render_info(info: &Arc<GpuInfo>, f: &mut core::fmt::Formatter<'_>) -> core::f
 /// log and `pmm/stats`. `-ENOMEM` if no plan exists, `-EINVAL` for anything but a number.
 fn write_compact(info: &Arc<GpuInfo>, reader: &mut kernel::uaccess::UserSliceReader) -> Result {
     let mut buf = [0u8; 16];
-    let text = crate::helpers::written_text(reader, &mut buf)?;
+    let text = crate::text::written_text(reader, &mut buf)?;
     let roots: u32 = text.parse().map_err(|_| EINVAL)?;
     if roots == 0 {
         return Err(EINVAL);

@@ -49,13 +49,13 @@ use kernel::{
 
 use crate::{
     copy::CopyEngine,
-    gpu::Size,
     hwref::ArchTable,
     kstorage::KernelStorage,
     pmm::{
         Pmm,
         PmmError, //
     },
+    text::Size,
 };
 
 /// The memory manager of one GPU.

@@ -24,7 +24,14 @@ use kernel::{
     },
 };
 
-use crate::{fb::FbMemory, topology::link::Endpoint};
+use crate::{
+    fb::FbMemory,
+    text::{
+        Size,
+        Uuid, //
+    },
+    topology::link::Endpoint,
+};
 
 use crate::hwref::{
     ident::{
@@ -108,44 +115,6 @@ pub(crate) struct GpuInfo {
     pub(crate) mem: Option<Arc<FbMemory>>,
     /// Index among the bound GPUs (`NVRS_IOCTL_GPU_INFO`), stable while bound.
     pub(crate) index: u32,
-}
-
-/// Binary (IEC) size formatting: `256 MiB`, `2 GiB`, `640 KiB`.
-pub(crate) struct Size(pub(crate) u64);
-
-impl fmt::Display for Size {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-        let mut v = self.0;
-        let mut unit = 0;
-        while v >= 1024 && v % 1024 == 0 && unit + 1 < UNITS.len() {
-            v /= 1024;
-            unit += 1;
-        }
-        write!(f, "{} {}", v, UNITS[unit])
-    }
-}
-
-impl kernel::fmt::Display for Size {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
-    }
-}
-
-/// A GPU UUID in NVIDIA's `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` form.
-pub(crate) struct Uuid<'a>(pub(crate) &'a [u8; 16]);
-
-impl fmt::Display for Uuid<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("GPU-")?;
-        for (i, b) in self.0.iter().enumerate() {
-            if matches!(i, 4 | 6 | 8 | 10) {
-                f.write_str("-")?;
-            }
-            write!(f, "{b:02x}")?;
-        }
-        Ok(())
-    }
 }
 
 struct Sizes(SizeMask);

@@ -22,6 +22,8 @@
 //! - [`dmabuf`]: dma-buf export of GPU memory for RDMA drivers and other importers;
 //! - [`copy`]: the copy engine hook compaction moves memory through;
 //! - [`helpers`]: the FFI edge to `rust/helpers.c`;
+//! - [`uapi`]: the structures and ioctl numbers of `/dev/nvrs` (`include/uapi/nvrs.h`);
+//! - [`text`]: sizes and UUIDs as nvrs prints them, text written to debugfs files;
 //! - `hwref` (top-level `hwref/`): per-architecture tables and chip identification.
 
 use kernel::{
@@ -58,7 +60,9 @@ mod p2p;
 mod pmm;
 mod room;
 mod testhook;
+mod text;
 mod topology;
+mod uapi;
 mod vaspace;
 
 /// The module's name, `nvrs`.

@@ -142,7 +142,7 @@ static ONLY: Atomic<usize> = Atomic::new(0);
 /// or `all`.
 pub(crate) fn write(reader: &mut kernel::uaccess::UserSliceReader) -> Result {
     let mut buf = [0u8; 32];
-    let name = crate::helpers::written_text(reader, &mut buf)?;
+    let name = crate::text::written_text(reader, &mut buf)?;
     let only = match traces::TRACES.iter().position(|&t| t == name) {
         Some(i) => i + 1,
         None if name == "all" => 0,

@@ -108,7 +108,7 @@ pub(crate) fn render(f: &mut fmt::Formatter<'_>) -> fmt::Result {
 /// Writing `p2p_profile`: `1` clears the totals and records, `0` stops; `-EINVAL` otherwise.
 pub(crate) fn write(reader: &mut kernel::uaccess::UserSliceReader) -> Result {
     let mut buf = [0u8; 4];
-    match crate::helpers::written_text(reader, &mut buf)? {
+    match crate::text::written_text(reader, &mut buf)? {
         "1" => {
             for (ns, calls) in NS.iter().zip(&CALLS) {
                 ns.store(0, Relaxed);

@@ -20,8 +20,12 @@ pub(crate) mod p2p;
 pub(crate) mod pmm;
 pub(crate) mod std_storage;
 pub(crate) mod topology;
+#[path = "../../../src/uapi.rs"]
+pub(crate) mod uapi;
 pub(crate) mod vaspace;
 
+#[cfg(test)]
+mod c_check;
 #[cfg(test)]
 mod compact_tests;
 #[cfg(test)]
@@ -40,5 +44,7 @@ mod pmm_tests;
 mod tests;
 #[cfg(test)]
 mod topology_tests;
+#[cfg(test)]
+mod uapi_tests;
 #[cfg(test)]
 mod vaspace_tests;

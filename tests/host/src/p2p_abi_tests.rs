@@ -3,16 +3,16 @@
 //! Host tests of the `nvidia_p2p` ABI (`src/p2p/abi.rs` against `include/nv-p2p.h`).
 //!
 //! Besides checking the constants and version helpers, these tests compile a small C program
-//! with the host C compiler (`$CC`, default `gcc`) against `include/nv-p2p.h` and compare what
-//! it reports (sizes, alignments and offsets of every structure and field, every constant, the
-//! version macros evaluated on a grid of version words) with the Rust side. The C program also
-//! checks at compile time that every exported prototype has exactly NVIDIA's type.
+//! with the host C compiler (`$CC`, default `gcc`; see `c_check.rs`) against `include/nv-p2p.h`
+//! and compare what it reports (sizes, alignments and offsets of every structure and field,
+//! every constant, the version macros evaluated on a grid of version words) with the Rust side.
+//! The C program also checks at compile time that every exported prototype has exactly
+//! NVIDIA's type.
 
+use crate::c_check::{self, layout, Check};
 use crate::p2p::abi::*;
-use core::mem::{align_of, offset_of, size_of};
-use std::collections::BTreeMap;
+use core::mem::size_of;
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::OnceLock;
 
 #[test]
@@ -92,42 +92,6 @@ fn version_compatibility_rules() {
 }
 
 // --- C cross-checks -------------------------------------------------------------------------
-
-/// Size of the type of the field that `f` projects to (`f` is never called).
-fn field_size<T, F>(_f: fn(&T) -> &F) -> usize {
-    size_of::<F>()
-}
-
-/// One line the C program prints: a C expression and the value Rust expects for it.
-struct Check {
-    c_expr: String,
-    rust: u64,
-}
-
-/// `sizeof` and `_Alignof` of a structure, then `offsetof` and `sizeof` of each listed field, in
-/// C and in Rust. Fields may be nested (`registers.fermi.rreqmb_0`).
-macro_rules! layout {
-    ($checks:ident, $rust:ty, $c:literal, [$($($f:ident).+),* $(,)?]) => {
-        $checks.push(Check { c_expr: format!("sizeof({})", $c), rust: size_of::<$rust>() as u64 });
-        $checks.push(Check {
-            c_expr: format!("_Alignof({})", $c),
-            rust: align_of::<$rust>() as u64,
-        });
-        $(
-            let name = stringify!($($f).+).replace(' ', "");
-            $checks.push(Check {
-                c_expr: format!("offsetof({}, {})", $c, name),
-                rust: offset_of!($rust, $($f).+) as u64,
-            });
-            #[allow(unused_unsafe)]
-            let size = field_size::<$rust, _>(|s| unsafe { &s.$($f).+ });
-            $checks.push(Check {
-                c_expr: format!("sizeof((({} *)0)->{})", $c, name),
-                rust: size as u64,
-            });
-        )*
-    };
-}
 
 fn layout_checks() -> Vec<Check> {
     let mut c = Vec::new();
@@ -431,8 +395,8 @@ typedef uint64_t u64;
 #endif
 ";
 
-/// The C program: compile-time prototype checks, then one `expr value` line per check.
-fn c_program(checks: &[Check]) -> String {
+/// The C program's head: the header twice (include guard), then compile-time prototype checks.
+fn c_head() -> String {
     let mut s = String::from(
         "#include <stddef.h>\n#include <stdio.h>\n#include <nv-p2p.h>\n\
          #include <nv-p2p.h> /* include guard */\n\n\
@@ -445,14 +409,6 @@ fn c_program(checks: &[Check]) -> String {
             "_Static_assert(__builtin_types_compatible_p(__typeof__({sym}), {ty}), \"{sym}\");\n"
         );
     }
-    s += "\nint main(void)\n{\n";
-    for c in checks {
-        s += &format!(
-            "\tprintf(\"%llu\\n\", (unsigned long long)({}));\n",
-            c.c_expr
-        );
-    }
-    s += "\treturn 0;\n}\n";
     s
 }
 
@@ -466,64 +422,23 @@ fn c_results() -> &'static [(Check, u64)] {
             .chain(version_checks())
             .collect();
         let include = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../include");
-        let dir = std::env::temp_dir().join(format!("nvrs-p2p-abi-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("linux")).unwrap();
-        std::fs::write(dir.join("linux/types.h"), STUB_LINUX_TYPES).unwrap();
-        std::fs::write(dir.join("check.c"), c_program(&checks)).unwrap();
-        let cc = std::env::var("CC").unwrap_or_else(|_| "gcc".into());
         // -Wno-type-limits: *_VERSION_COMPATIBLE() compares an unsigned minor version with
         // `>= 0` when the expected minor is 0 (page tables), as NVIDIA's macros do; the kernel
         // enables that warning only with W=2.
-        let out = Command::new(&cc)
-            .args([
-                "-std=gnu11",
-                "-O0",
-                "-Wall",
-                "-Wextra",
-                "-Wpedantic",
-                "-Werror",
-            ])
-            .arg("-Wno-type-limits")
-            .arg("-I")
-            .arg(&dir)
-            .arg("-I")
-            .arg(&include)
-            .arg(dir.join("check.c"))
-            .arg("-o")
-            .arg(dir.join("check"))
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {cc}: {e}"));
-        assert!(
-            out.status.success(),
-            "{cc} rejected nv-p2p.h or the check program ({}):\n{}",
-            dir.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let run = Command::new(dir.join("check")).output().unwrap();
-        assert!(run.status.success());
-        let stdout = String::from_utf8(run.stdout).unwrap();
-        let values: Vec<u64> = stdout.lines().map(|l| l.parse().unwrap()).collect();
-        assert_eq!(values.len(), checks.len(), "one line per check");
-        let _ = std::fs::remove_dir_all(&dir);
-        checks.into_iter().zip(values).collect()
+        c_check::run(
+            "p2p-abi",
+            &c_head(),
+            &include,
+            &[("linux/types.h", STUB_LINUX_TYPES)],
+            &["-Wno-type-limits"],
+            checks,
+        )
     })
 }
 
 /// Asserts that C and Rust agree on every check whose C expression satisfies `pick`.
 fn assert_c_matches(pick: impl Fn(&str) -> bool) {
-    let mut n = 0;
-    let mut diffs = BTreeMap::new();
-    for (check, c) in c_results().iter().filter(|(k, _)| pick(&k.c_expr)) {
-        n += 1;
-        if *c != check.rust {
-            diffs.insert(check.c_expr.clone(), (*c, check.rust));
-        }
-    }
-    assert!(n > 0, "nothing checked");
-    assert!(
-        diffs.is_empty(),
-        "C and Rust differ (expr: (C, Rust)): {diffs:#?}"
-    );
+    c_check::assert_matches(c_results(), pick);
 }
 
 #[test]

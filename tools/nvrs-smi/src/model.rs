@@ -112,14 +112,16 @@ pub struct Process {
 
 /// The link code of `NVRS_LINK_*` as nvidia-smi names it.
 fn link_name(code: u8) -> String {
+    if let Some(n) = uapi::link_nvlinks(code) {
+        return format!("NV{n}");
+    }
     match code {
-        1 => "X".into(),
-        2 => "PIX".into(),
-        3 => "PXB".into(),
-        4 => "PHB".into(),
-        5 => "NODE".into(),
-        6 => "SYS".into(),
-        c if c & 0x80 != 0 => format!("NV{}", c & 0x7f),
+        uapi::LINK_SELF => "X".into(),
+        uapi::LINK_PIX => "PIX".into(),
+        uapi::LINK_PXB => "PXB".into(),
+        uapi::LINK_PHB => "PHB".into(),
+        uapi::LINK_NODE => "NODE".into(),
+        uapi::LINK_SYS => "SYS".into(),
         _ => "?".into(),
     }
 }

@@ -16,13 +16,10 @@ use crate::model::Gpu;
 /// Roots per row.
 const WIDTH: usize = 64;
 
-/// `NVRS_ROOT_*`.
-const FREE: u8 = 0;
-const ALLOCATED: u8 = 1;
-const SPLIT: u8 = 2;
-const CONTIG: u8 = 3;
-const TEMP: u8 = 4;
-const PINNED: u8 = 0x8;
+use crate::uapi::{
+    root_kind, root_used, ROOT_ALLOCATED as ALLOCATED, ROOT_CONTIG as CONTIG, ROOT_FREE as FREE,
+    ROOT_PINNED as PINNED, ROOT_SPLIT as SPLIT, ROOT_TEMP as TEMP,
+};
 
 /// What a root byte says.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -35,10 +32,10 @@ pub struct Root {
 
 impl Root {
     pub fn from_byte(b: u8) -> Self {
-        let kind = b & 0x7;
+        let kind = root_kind(b);
         let used = match kind {
             FREE => 0,
-            SPLIT => (b >> 4).max(1),
+            SPLIT => root_used(b).max(1),
             _ => 16,
         };
         Self {
