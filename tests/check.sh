@@ -203,7 +203,7 @@ KUNIT=(--expect-suite nvrs_ident --expect-suite nvrs_emu_identity --expect-suite
 	--expect-suite nvrs_topology --expect-suite nvrs_pmm --expect-suite nvrs_task)
 vm switch --topology switch --bad-gpus --scenario probe --scenario topology --scenario p2p \
 	--scenario isolation --scenario vaspace --scenario dmabuf --scenario compact --scenario smi \
-	--scenario removal --scenario stale \
+	--scenario removal --scenario stale --timeout 900 \
 	--files "$OUT/files" "${KUNIT[@]}"
 # The DKMS package: `dkms build` against the test kernel tree (Debian's dkms,
 # in a private tree), and the module it builds is the one the next VM loads.
