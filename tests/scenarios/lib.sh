@@ -71,13 +71,18 @@ announce_apertures() {
 	done
 }
 
-# dmesg lines since the last call of dmesg_mark.
+# dmesg lines since the last call of dmesg_mark. The mark is a unique line
+# written to the kernel log, not a line count: once the log buffer is full, old
+# lines fall out and a count would skip new ones. A mark that fell out itself
+# (more than a buffer of messages since) gives no lines, so a check that
+# expects one fails rather than passing.
 dmesg_mark() {
-	_dmesg_lines=$(dmesg | wc -l)
+	_dmesg_tag="scenario mark $$ $(date +%s%N)"
+	echo "$_dmesg_tag" >/dev/kmsg
 }
 
 dmesg_new() {
-	dmesg | tail -n +$((_dmesg_lines + 1))
+	dmesg | awk -v tag="$_dmesg_tag" 'seen { print } index($0, tag) { seen = 1 }'
 }
 
 # tool DESCRIPTION ARGS...: one nvrs-tool run (one process) as one test; its
