@@ -228,16 +228,20 @@ mod distance_cache {
         assert!(!c.store(g, e));
         assert!(matches!(c.lookup(e.provider, e.client), Lookup::Miss(_)));
         let s = c.stats();
-        assert_eq!((s.hits, s.misses, s.invalidations, s.dropped, s.entries), (0, 2, 1, 1, 0));
+        assert_eq!(
+            (s.hits, s.misses, s.invalidations, s.dropped, s.entries),
+            (0, 2, 1, 1, 0)
+        );
     }
 
     #[test]
     fn same_pair_stored_twice_takes_one_slot() {
         let mut c = DistanceCache::new();
         let e = entry(1, 4);
-        let (Lookup::Miss(g1), Lookup::Miss(g2)) =
-            (c.lookup(e.provider, e.client), c.lookup(e.provider, e.client))
-        else {
+        let (Lookup::Miss(g1), Lookup::Miss(g2)) = (
+            c.lookup(e.provider, e.client),
+            c.lookup(e.provider, e.client),
+        ) else {
             panic!("an empty table hit");
         };
         assert!(c.store(g1, e));
