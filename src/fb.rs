@@ -36,7 +36,8 @@ use kernel::{
         Arc,
         CondVar,
         CondVarTimeoutResult,
-        Mutex, //
+        Mutex,
+        MutexGuard, //
     },
     time::{
         delay::fsleep,
@@ -147,6 +148,25 @@ pub(crate) fn fini_retired() {
 /// up on them ([`FbMemory::wait_idle`]): it then names the pin in the kernel log, leaves
 /// the memory retired, and the unbind returns; the release completes when the callback returns.
 pub(crate) const REMOVAL_WAIT: Delta = Delta::from_secs(10);
+
+/// One slice of a bounded removal wait: sleeps on `cv` for at most 100 ms with `guard`'s lock
+/// released, and returns the guard again. Interruptible, as the unbind's writer may be
+/// signalled; with a signal pending the wait returns at once, so it sleeps the slice with the
+/// lock dropped instead. The caller checks its condition and its deadline between slices.
+pub(crate) fn wait_slice<'a, T>(
+    cv: &CondVar,
+    lock: &'a Mutex<T>,
+    mut guard: MutexGuard<'a, T>,
+) -> MutexGuard<'a, T> {
+    if let CondVarTimeoutResult::Signal { .. } =
+        cv.wait_interruptible_timeout(&mut guard, msecs_to_jiffies(100))
+    {
+        drop(guard);
+        fsleep(Delta::from_millis(100));
+        guard = lock.lock();
+    }
+    guard
+}
 
 /// Bytes that retired managers still hold (`debugfs/nvrs/p2p`'s `retired:` line).
 pub(crate) fn retired_bytes() -> u64 {
@@ -292,13 +312,7 @@ impl FbMemory {
             if *busy == 0 {
                 return true;
             }
-            if let CondVarTimeoutResult::Signal { .. } = self
-                .idle
-                .wait_interruptible_timeout(&mut busy, msecs_to_jiffies(100))
-            {
-                drop(busy);
-                fsleep(Delta::from_millis(100));
-            }
+            drop(wait_slice(&self.idle, &self.busy, busy));
         }
     }
 

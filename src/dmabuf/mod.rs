@@ -75,12 +75,9 @@ use kernel::{
     sync::{
         Arc,
         CondVar,
-        CondVarTimeoutResult,
         Mutex, //
     },
     time::{
-        delay::fsleep,
-        msecs_to_jiffies,
         Delta,
         Instant,
         Monotonic, //
@@ -88,7 +85,10 @@ use kernel::{
 };
 
 use crate::{
-    fb::FbMemory,
+    fb::{
+        self,
+        FbMemory, //
+    },
     hwref::P2P_PAGE_SIZE,
     vaspace::{
         range::Span,
@@ -266,16 +266,7 @@ impl Export {
                 st.abandoned = true;
                 break;
             }
-            // Interruptible, as the unbind's writer may be signalled; with a signal pending
-            // the wait would return at once, so this sleeps instead.
-            if let CondVarTimeoutResult::Signal { .. } = self
-                .unmapped
-                .wait_interruptible_timeout(&mut st, msecs_to_jiffies(100))
-            {
-                drop(st);
-                fsleep(Delta::from_millis(100));
-                st = self.state.lock();
-            }
+            st = fb::wait_slice(&self.unmapped, &self.state, st);
         }
         st.until_release = !fenced;
         let stuck = st.abandoned || st.until_release;
