@@ -169,4 +169,61 @@ tool "  and hands out its memory (nothing retired blocks it)" alloc B 1 2M \; fr
 check "  no dma-buf left" grep -qx "dmabufs: 0" $D/p2p
 unload
 
+# --- 6. A free callback that blocks in the unbind's own revocation -----------
+# No FREE this time: the unbind itself revokes the pin (DMA-mapped for edu),
+# whose free callback blocks until the consumer is told. Removal revokes pins
+# in work items, never in the unbinding thread, so the unbind gives up after
+# the same bound, names the pin, and returns with the memory retired; the
+# tool releases the callback after at most 60 s either way.
+load 0 0
+rm -f /tmp/unbind.rc /tmp/unbind.early /tmp/p2p.stuck /tmp/p2p.after
+dmesg_mark
+tool "a pin whose free callback blocks, revoked by GPU1's unbind" \
+	alloc A 1 2M \; ctl pin 0 @A 0x200000 \; ctl map 0 \; ctl cbblock \; \
+	sh "(timeout 120 sh -c 'echo $GPU1 > $U'; echo \$? > /tmp/unbind.rc) &" \; \
+	sh "n=0; until [ -e /tmp/unbind.rc ]; do n=\$((n + 1)); [ \$n -gt 600 ] && break; sleep 0.1; done; cat /tmp/unbind.rc > /tmp/unbind.early; cat $D/p2p > /tmp/p2p.stuck" \; \
+	ctl cbrelease \; \
+	sh "while [ ! -e /tmp/unbind.rc ]; do sleep 0.2; done; cat $D/p2p > /tmp/p2p.after" \; \
+	ctl status 0
+expect_eq "  the unbind returned while the callback was blocked" 0 "$(cat /tmp/unbind.early 2>/dev/null)"
+expect_eq "  one dmesg line names the stuck pin" 1 \
+	"$(dmesg_new | grep -c 'gave up after 10000 ms on 1 free callbacks, first of pin va 0x[0-9a-f]* len 0x200000 pid [0-9]*; its memory stays retired')"
+check "  its memory was retired meanwhile" grep -qx "retired: 0x200000" /tmp/p2p.stuck
+check "  the pin was still being revoked" grep -q "len 0x200000 .* state Revoking" /tmp/p2p.stuck
+check "  the callback fired once" grep -qE "^slot 0 pinned 0 mapped [01] persistent 0 callbacks 1$" /tmp/tool.out
+check "  once the callback returned, the pin is gone" grep -qx "pins: 0" /tmp/p2p.after
+check "  and no memory is retired any more" grep -qx "retired: 0x0" /tmp/p2p.after
+check "  GPU1 binds again" sh -c "echo $GPU1 > /sys/bus/pci/drivers/nvrs/bind"
+expect_eq "  two GPUs bound" 2 "$(nvrs_bound | wc -l)"
+tool "  and hands out its memory (nothing retired blocks it)" alloc B 1 2M \; free B
+unload
+
+# --- 7. An exited owner's teardown blocked in a free callback -----------------
+# The owner of a pinned allocation exits while a child keeps its file open,
+# so the teardown runs in nvrs's work queue (VaSpace::exit_work) and blocks
+# there in the free callback. Unbinding GPU1 then must not wait for the work
+# queue without bound: it gives up after the same bound and names the pin.
+load 0 0
+rm -f /tmp/unbind.rc /tmp/unbind.early /tmp/p2p.stuck /tmp/p2p.after /tmp/forkhold.pid
+dmesg_mark
+tool "an owner exits with a pin whose free callback blocks" \
+	alloc A 1 2M \; ctl pin 0 @A 0x200000 \; ctl map 0 \; ctl cbblock \; forkhold 120000
+tool "GPU1 unbound while that owner's teardown is blocked" \
+	sh "n=0; until grep -q 'state Revoking' $D/p2p; do n=\$((n + 1)); [ \$n -gt 300 ] && break; sleep 0.1; done" \; \
+	sh "(timeout 120 sh -c 'echo $GPU1 > $U'; echo \$? > /tmp/unbind.rc) &" \; \
+	sh "n=0; until [ -e /tmp/unbind.rc ]; do n=\$((n + 1)); [ \$n -gt 600 ] && break; sleep 0.1; done; cat /tmp/unbind.rc > /tmp/unbind.early; cat $D/p2p > /tmp/p2p.stuck" \; \
+	ctl cbrelease \; \
+	sh "while [ ! -e /tmp/unbind.rc ]; do sleep 0.2; done; cat $D/p2p > /tmp/p2p.after"
+kill "$(cat /tmp/forkhold.pid 2>/dev/null)" 2>/dev/null
+expect_eq "  the unbind returned while the teardown was blocked" 0 "$(cat /tmp/unbind.early 2>/dev/null)"
+expect_eq "  one dmesg line names the stuck pin" 1 \
+	"$(dmesg_new | grep -c 'gave up after 10000 ms on 1 free callbacks, first of pin va 0x[0-9a-f]* len 0x200000 pid [0-9]*; its memory stays retired')"
+check "  its memory was retired meanwhile" grep -qx "retired: 0x200000" /tmp/p2p.stuck
+check "  once the callback returned, the pin is gone" grep -qx "pins: 0" /tmp/p2p.after
+check "  and no memory is retired any more" grep -qx "retired: 0x0" /tmp/p2p.after
+check "  GPU1 binds again" sh -c "echo $GPU1 > /sys/bus/pci/drivers/nvrs/bind"
+expect_eq "  two GPUs bound" 2 "$(nvrs_bound | wc -l)"
+tool "  and hands out its memory (nothing retired blocks it)" alloc B 1 2M \; free B
+unload
+
 done_testing
