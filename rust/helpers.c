@@ -552,15 +552,17 @@ struct nvrs_mm_watch {
 };
 
 /*
- * The work queue that tears down the VA spaces of exited processes: the MMU
- * notifier's release runs inside its SRCU read section, so it only queues the
- * teardown (consumer free callbacks, scrubbing) here. GPU removal flushes it,
+ * The work queue of teardown that runs consumer free callbacks: the VA spaces
+ * of exited processes (the MMU notifier's release runs inside its SRCU read
+ * section, so it only queues the teardown, callbacks and scrubbing, here) and
+ * the revocation of pins by GPU removal (one work item per pin, so a callback
+ * that blocks holds up its own pin only). Unbound, so items run concurrently;
  * module exit destroys it (which drains it).
  */
 static struct workqueue_struct *nvrs_wq;
 
 /**
- * nvrs_wq_init() - create the VA-space teardown work queue (module init)
+ * nvrs_wq_init() - create the teardown work queue (module init)
  *
  * Return: the queue, or NULL without memory.
  */
@@ -571,22 +573,13 @@ struct workqueue_struct *nvrs_wq_init(void)
 }
 
 /**
- * nvrs_wq_get() - the VA-space teardown work queue
+ * nvrs_wq_get() - the teardown work queue
  *
  * Return: the queue (NULL before module init made it).
  */
 struct workqueue_struct *nvrs_wq_get(void)
 {
 	return nvrs_wq;
-}
-
-/**
- * nvrs_wq_flush() - wait for every queued VA-space teardown (GPU removal)
- */
-void nvrs_wq_flush(void)
-{
-	if (nvrs_wq)
-		flush_workqueue(nvrs_wq);
 }
 
 /**

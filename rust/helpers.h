@@ -78,7 +78,6 @@ bool nvrs_mm_watch_is_current(struct nvrs_mm_watch *watch);
 void nvrs_mm_watch_stop(struct nvrs_mm_watch *watch);
 struct workqueue_struct *nvrs_wq_init(void);
 struct workqueue_struct *nvrs_wq_get(void);
-void nvrs_wq_flush(void);
 void nvrs_wq_fini(void);
 unsigned long nvrs_vma_pgoff(struct vm_area_struct *vma);
 struct inode *nvrs_vma_inode_get(struct vm_area_struct *vma);

@@ -262,6 +262,8 @@ impl NvrsDriver {
         // Releases that others took out of a VA space before the walk above finish first:
         // until then their user mappings may still reach the aperture.
         idle = idle && mem.wait_idle(since, stuck);
+        // The pins left: revoked in work items and waited for, within the same bound.
+        idle = crate::p2p::pin::drain_gpu(mem, since) && idle;
         let (stuck_pins, holder) = if idle {
             (0, None)
         } else {
@@ -278,7 +280,6 @@ impl NvrsDriver {
                 h.pid
             );
         }
-        crate::p2p::pin::drain_gpu(mem, !idle);
         let mappings = crate::dmabuf::revoke_gpu(mem);
         if mappings != 0 {
             dev_warn!(

@@ -75,9 +75,14 @@ pub(crate) struct FbMemory {
     /// scrubbing): GPU removal waits until there are none before it tears anything down.
     #[pin]
     busy: Mutex<u32>,
-    /// Signalled when `busy` drops to zero.
+    /// Signalled when `busy` drops to zero, and when a pin on the memory ends while the GPU is
+    /// going away ([`Self::pin_ended`]).
     #[pin]
     idle: CondVar,
+    /// Pins on the memory that ended while the GPU was going away: GPU removal, waiting for the
+    /// pins it revoked, sleeps only if this did not change since it last looked
+    /// ([`Self::wait_for_pin_end`]).
+    pin_ends: Atomic<u32>,
     /// Bytes handed out and not yet returned.
     held: Atomic<u64>,
     /// The retired managers whose memory overlaps this one's, found at probe: allocations are
@@ -263,6 +268,7 @@ impl FbMemory {
                 gone: Atomic::new(false),
                 busy <- new_mutex!(0, "FbMemory::busy"),
                 idle <- new_condvar!("FbMemory::idle"),
+                pin_ends: Atomic::new(0),
                 held: Atomic::new(0),
                 blocked_by,
                 phys_range,
@@ -312,6 +318,34 @@ impl FbMemory {
             if *busy == 0 {
                 return true;
             }
+            drop(wait_slice(&self.idle, &self.busy, busy));
+        }
+    }
+
+    /// Called by a pin on this memory when it has ended: wakes GPU removal if it is waiting for
+    /// pins to end ([`Self::wait_for_pin_end`]). Nothing to do before the GPU is going away.
+    pub(crate) fn pin_ended(&self) {
+        if !self.is_gone() {
+            return;
+        }
+        self.pin_ends.fetch_add(1, Release);
+        // A waiter reads the count again under `busy` before it sleeps: once the lock was free
+        // after the count changed, it either sleeps (and is woken here) or has seen the change.
+        drop(self.busy.lock());
+        self.idle.notify_all();
+    }
+
+    /// How many pins ended since the GPU started going away; read before looking at the pins,
+    /// and handed to [`Self::wait_for_pin_end`].
+    pub(crate) fn pin_ends(&self) -> u32 {
+        self.pin_ends.load(Acquire)
+    }
+
+    /// Sleeps (one slice of at most 100 ms, see [`wait_slice`]) unless a pin ended since
+    /// [`Self::pin_ends`] returned `seen`.
+    pub(crate) fn wait_for_pin_end(&self, seen: u32) {
+        let busy = self.busy.lock();
+        if self.pin_ends.load(Acquire) == seen {
             drop(wait_slice(&self.idle, &self.busy, busy));
         }
     }

@@ -95,12 +95,6 @@ pub(crate) fn wq() -> Option<&'static kernel::workqueue::Queue> {
     (!q.is_null()).then(|| unsafe { kernel::workqueue::Queue::from_raw(q) })
 }
 
-/// Waits for every work item queued on nvrs's work queue so far.
-pub(crate) fn wq_flush() {
-    // SAFETY: The queue is valid from module init to module exit (or NULL, which is ignored).
-    unsafe { nvrs_wq_flush() }
-}
-
 /// Drains and destroys nvrs's work queue; module exit, after the last user.
 pub(crate) fn wq_fini() {
     // SAFETY: Module exit: nothing enqueues any more (every file is closed, every GPU gone).

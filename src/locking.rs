@@ -52,8 +52,15 @@
 //!   own locks, and those locks may be held around calls into nvrs.
 //! * Nothing heavy runs in the MMU notifier's `release` (inside its SRCU read section): the
 //!   owner's exit only marks its VA space dead and queues `VaSpace::exit_work` on nvrs's work
-//!   queue, which releases the allocations (free callbacks, scrubbing). GPU removal flushes the
-//!   queue with no nvrs lock held; module exit drains it before freeing the registries.
+//!   queue, which releases the allocations (free callbacks, scrubbing). GPU removal never
+//!   flushes the queue (those releases are counted in `FbMemory::busy`, see below); module exit
+//!   drains it before freeing the registries.
+//! * No free callback runs in the thread that unbinds a GPU: removal takes the allocations out
+//!   and zaps their user mappings itself, and revokes the pins left in work items on the same
+//!   queue (`P2pPin::removal`, one per pin, so a callback that blocks holds up only its own pin),
+//!   queued under `PINS` (queueing neither sleeps nor allocates). It waits for the pins to end
+//!   by sleeping on `FbMemory::idle` with `FbMemory::busy` held only to check
+//!   `FbMemory::pin_ends`, which every pin bumps once it ended while its GPU was going away.
 //! * Nothing is allocated under a lock that `nvidia_p2p_get_pages()` takes (`VASPACES`,
 //!   `VaSpace::inner`, `Allocation::state`, `PINS`, `FbMemory::pmm` — the manager's own
 //!   metadata aside): registry nodes and pin objects are reserved before locking (allocated, or a spare an
@@ -72,6 +79,7 @@
 //!   itself) only with its release counted in `FbMemory::busy` under `VaSpace::inner`
 //!   (`FbMemory::detach`, never refused), and removal waits for those counts again after the
 //!   walk, so a release the walk cannot see any more still finishes before the aperture goes.
-//!   The one exception: releases blocked in a consumer's free callback are waited for at most
-//!   [`REMOVAL_WAIT`](crate::fb::REMOVAL_WAIT) (counted under `PINS`, with `FbMemory::busy`
-//!   released); they touch the aperture no more afterwards and their memory stays retired.
+//!   The one exception: releases and revocations blocked in a consumer's free callback are
+//!   waited for at most [`REMOVAL_WAIT`](crate::fb::REMOVAL_WAIT) in all (counted under `PINS`,
+//!   with `FbMemory::busy` released); they touch the aperture no more afterwards and their memory
+//!   stays retired.

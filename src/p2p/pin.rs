@@ -47,9 +47,21 @@ use kernel::{
         Mutex,
         UniqueArc, //
     },
+    time::{
+        Instant,
+        Monotonic, //
+    },
+    workqueue::{
+        Work,
+        WorkItem, //
+    },
 };
 
 use crate::{
+    fb::{
+        FbMemory,
+        REMOVAL_WAIT, //
+    },
     hwref::P2P_PAGE_SIZE,
     p2p::{
         abi,
@@ -142,6 +154,9 @@ pub(crate) struct P2pPin {
     /// DMA mappings made of the table.
     #[pin]
     pub(crate) dma: Mutex<KVec<DmaMapping>>,
+    /// Queues the pin's revocation by GPU removal ([`drain_gpu`]).
+    #[pin]
+    removal: Work<P2pPin>,
 }
 
 // SAFETY: `req.data` is the consumer's opaque cookie, only ever passed back to its callback, and
@@ -228,44 +243,96 @@ pub(crate) fn next_revocable(alloc: &Allocation) -> Option<PinEntry> {
         .cloned()
 }
 
-/// Ends or disarms every pin on the memory of `mem`, whose GPU is going away; returns when no
-/// pin on it has a DMA mapping or a callback in flight. Never allocates.
+/// Ends or disarms every pin on the memory of `mem`, whose GPU is going away, and waits for
+/// them; never allocates. Returns false if it gave up waiting (see below).
 ///
-/// Called by GPU removal after it released the GPU's allocations, so what is left are pins
-/// whose allocation another thread is releasing right now, and persistent pins. A
-/// non-persistent pin still live is revoked here (callback first, then its mappings); one being
-/// revoked or put elsewhere is waited for, so removal never tears a mapping down under a
-/// running free callback; one still being created is waited for until its table is handed out;
-/// a persistent pin loses its DMA mappings (the aperture is going away) and keeps its table and
-/// memory until it is put.
-///
-/// With `skip_stuck` (removal gave up on releases blocked in free callbacks, see
-/// [`crate::fb::REMOVAL_WAIT`]), a pin whose callback is running is left alone: its release
-/// ends it when the callback returns, and its memory keeps the manager retired until then.
-pub(crate) fn drain_gpu(mem: &crate::fb::FbMemory, skip_stuck: bool) {
+/// Called by GPU removal after it released the GPU's allocations ([`crate::vaspace::release_gpu`]
+/// leaves their pins here). A persistent pin loses its DMA mappings (the aperture is going away)
+/// and keeps its table and memory until it is put. A live non-persistent pin is revoked in a
+/// work item on nvrs's queue ([`P2pPin::removal`]), never in the unbinding thread: a consumer
+/// whose free callback blocks holds up its own pin only. Then this waits until no pin on the
+/// memory is being revoked, put or created — except that once [`REMOVAL_WAIT`] has passed
+/// since `since` it gives up if every pin still in flight is a free callback that has not
+/// returned. Those pins end when their callbacks return; until then their memory keeps the
+/// manager retired (the caller names them, [`stuck_on`]).
+pub(crate) fn drain_gpu(mem: &FbMemory, since: Instant<Monotonic>) -> bool {
     loop {
         let next = PINS
             .lock()
             .all()
             .find(|p| {
-                core::ptr::eq(&*p.alloc.backing.mem, mem)
-                    && !(p.req.persistent && p.state() == PinState::Live && p.dma.lock().is_empty())
-                    && !(skip_stuck && p.in_callback())
+                p.on(mem)
+                    && p.req.persistent
+                    && p.state() == PinState::Live
+                    && !p.dma.lock().is_empty()
             })
             .cloned();
-        let Some(pin) = next else {
-            break;
-        };
-        // A pin being created holds its allocation's lock from before it enters the registry
-        // until its table is handed out: taking the lock once waits for that, so no free
-        // callback fires before the consumer holds the table (NVIDIA's PR #557 race). Nothing
-        // else is held here (the lock is above `PINS`).
-        drop(pin.alloc.state.lock());
-        match pin.state() {
-            PinState::Live if !pin.req.persistent => pin.revoke(),
-            PinState::Live => pin.unmap_all(),
-            PinState::Revoking | PinState::Putting | PinState::Dead => pin.wait_dead(),
+        match next {
+            Some(pin) => pin.unmap_all(),
+            None => break,
         }
+    }
+    loop {
+        // Read before looking at the pins: a pin ending after the look changes it.
+        let seen = mem.pin_ends();
+        let mut pending = 0u32;
+        let mut stuck = 0u32;
+        let mut unqueued = None;
+        {
+            let reg = PINS.lock();
+            for p in reg.all().filter(|p| p.on(mem)) {
+                match p.state() {
+                    PinState::Live if p.req.persistent => continue,
+                    PinState::Live if unqueued.is_none() => {
+                        // Queued once: a pin whose revocation is queued is refused again,
+                        // and the reference comes back (never the last: the registry holds
+                        // one).
+                        match crate::helpers::wq() {
+                            Some(q) => drop(q.enqueue(p.pin.clone())),
+                            None => unqueued = Some(p.clone()),
+                        }
+                    }
+                    _ => {}
+                }
+                pending = pending.saturating_add(1);
+                if p.in_callback() {
+                    stuck = stuck.saturating_add(1);
+                }
+            }
+        }
+        if let Some(pin) = unqueued {
+            // Cannot happen (the queue exists while GPUs are bound); revoke here rather than
+            // never.
+            pin.revoke_created();
+            continue;
+        }
+        if pending == 0 {
+            return true;
+        }
+        if since.elapsed() >= REMOVAL_WAIT && stuck >= pending {
+            return false;
+        }
+        mem.wait_for_pin_end(seen);
+    }
+}
+
+kernel::impl_has_work! {
+    impl HasWork<P2pPin> for P2pPin { self.removal }
+}
+
+/// The revocation of a pin by GPU removal ([`drain_gpu`]), run on nvrs's work queue.
+impl WorkItem for P2pPin {
+    type Pointer = Arc<P2pPin>;
+
+    fn run(this: Arc<P2pPin>) {
+        // The registry still holds the pin unless it ended meanwhile (put, or revoked by a
+        // release); its table, and so its key, is this pin's as long as `this` holds it.
+        let Some(entry) = lookup(this.table.key()).filter(|e| Arc::ptr_eq(&e.pin, &this)) else {
+            return;
+        };
+        // Not ours any more: the last reference lets the ended pin be kept for reuse.
+        drop(this);
+        entry.revoke_created();
     }
 }
 
@@ -279,12 +346,12 @@ pub(crate) struct StuckPin {
 
 /// The pins on the memory of `mem` whose free callback is running right now, and the first of
 /// them.
-pub(crate) fn stuck_on(mem: &crate::fb::FbMemory) -> (u32, Option<StuckPin>) {
+pub(crate) fn stuck_on(mem: &FbMemory) -> (u32, Option<StuckPin>) {
     let reg = PINS.lock();
     let mut out = (0u32, None);
     for p in reg
         .all()
-        .filter(|p| core::ptr::eq(&*p.alloc.backing.mem, mem) && p.in_callback())
+        .filter(|p| p.on(mem) && p.in_callback())
     {
         out.0 = out.0.saturating_add(1);
         out.1.get_or_insert(StuckPin {
@@ -297,12 +364,12 @@ pub(crate) fn stuck_on(mem: &crate::fb::FbMemory) -> (u32, Option<StuckPin>) {
 }
 
 /// Pins on the memory of `mem`, the bytes they pin and their DMA mappings.
-pub(crate) fn stats_on(mem: &crate::fb::FbMemory) -> (usize, u64, usize) {
+pub(crate) fn stats_on(mem: &FbMemory) -> (usize, u64, usize) {
     let reg = PINS.lock();
     let mut out = (0, 0, 0);
     for p in reg
         .all()
-        .filter(|p| core::ptr::eq(&*p.alloc.backing.mem, mem))
+        .filter(|p| p.on(mem))
     {
         out.0 += 1;
         out.1 += p.req.len;
@@ -312,10 +379,10 @@ pub(crate) fn stats_on(mem: &crate::fb::FbMemory) -> (usize, u64, usize) {
 }
 
 /// Number of pins on the memory of `mem`.
-pub(crate) fn count_on(mem: &crate::fb::FbMemory) -> usize {
+pub(crate) fn count_on(mem: &FbMemory) -> usize {
     PINS.lock()
         .all()
-        .filter(|p| core::ptr::eq(&*p.alloc.backing.mem, mem))
+        .filter(|p| p.on(mem))
         .count()
 }
 
@@ -363,6 +430,7 @@ impl P2pPin {
             waiters: Atomic::new(0),
             done <- kernel::new_condvar!("P2pPin::done"),
             dma <- kernel::new_mutex!(KVec::new(), "P2pPin::dma"),
+            removal <- kernel::new_work!("P2pPin::removal"),
         })
     }
 
@@ -572,6 +640,7 @@ impl PinEntry {
         // again; drop the module reference last.
         self.alloc.pin_gone();
         self.die();
+        self.alloc.backing.mem.pin_ended();
         if self.req.persistent {
             crate::helpers::module_put();
         }
@@ -601,6 +670,20 @@ impl PinEntry {
         } else {
             self.wait_dead();
         }
+    }
+
+    /// Whether the pin is on the memory of `mem`.
+    fn on(&self, mem: &FbMemory) -> bool {
+        core::ptr::eq(&*self.alloc.backing.mem, mem)
+    }
+
+    /// [`Self::revoke`] of a pin found in the registry without its allocation's lock held. A
+    /// pin being created holds that lock from before it enters the registry until its table is
+    /// handed out: taking the lock once waits for that, so no free callback fires before the
+    /// consumer holds the table (NVIDIA's PR #557 race).
+    fn revoke_created(self) {
+        drop(self.alloc.state.lock());
+        self.revoke();
     }
 
     /// Revokes the pin: calls the consumer's free callback (with no nvrs lock held), then tears

@@ -255,6 +255,15 @@ impl Backing {
     }
 }
 
+/// What an allocation's release does with the pins on it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pins {
+    /// Revokes them, one at a time (free callbacks in the releasing thread).
+    Revoke,
+    /// Leaves them to GPU removal ([`Allocation::release_removed`]).
+    LeaveToRemoval,
+}
+
 /// Mutable state of an allocation.
 pub(crate) struct AllocState {
     /// Released: unreachable, no new pins or mappings.
@@ -331,17 +340,24 @@ impl Allocation {
     pub(crate) fn release(&self) {
         // GPU removal waits for a release in flight, callbacks included (unless it is the
         // removal releasing).
-        self.release_in(self.backing.mem.enter().ok());
+        self.release_in(self.backing.mem.enter().ok(), Pins::Revoke);
     }
 
     /// [`Allocation::release`] of an allocation taken out of its VA space, whose release was
     /// counted then ([`FbMemory::detach`]): GPU removal waits for it even if it got here after
     /// the GPU started going away.
     fn release_detached(&self) {
-        self.release_in(Some(self.backing.mem.adopt()));
+        self.release_in(Some(self.backing.mem.adopt()), Pins::Revoke);
     }
 
-    fn release_in(&self, _busy: Option<fb::InFlight<'_>>) {
+    /// [`Allocation::release_detached`] by GPU removal: the allocation's pins are left to
+    /// [`crate::p2p::pin::drain_gpu`], which revokes them in work items, so that no free callback
+    /// runs in the unbinding thread. The memory goes back when the last of them ends.
+    fn release_removed(&self) {
+        self.release_in(Some(self.backing.mem.adopt()), Pins::LeaveToRemoval);
+    }
+
+    fn release_in(&self, _busy: Option<fb::InFlight<'_>>, pins: Pins) {
         let mapped = {
             let mut st = self.state.lock();
             if st.released {
@@ -362,7 +378,7 @@ impl Allocation {
         self.cpu.detach();
         // One pin at a time, without allocating: a revoked pin leaves the registry when it
         // ends, and one being put concurrently is waited for by `revoke`.
-        while self.state.lock().pins != 0 {
+        while pins == Pins::Revoke && self.state.lock().pins != 0 {
             match crate::p2p::pin::next_revocable(self) {
                 Some(pin) => pin.revoke(),
                 None => break,
@@ -983,7 +999,11 @@ fn detach_all(allocs: &RBTree<u64, Arc<Allocation>>) {
 
 /// Releases every allocation on `gpu` in every VA space (the GPU is going away). One at a time,
 /// without allocating: each is taken out of its VA space under the locks and released outside
-/// them.
+/// them. Their user mappings are gone when this returns; their pins are left to
+/// [`crate::p2p::pin::drain_gpu`], so that no free callback runs here. Releases that others took
+/// out of a VA space before (a FREE, an owner's exit in [`VaSpace::exit_work`]) are counted in
+/// the GPU's memory ([`FbMemory::detach`]) and waited for by the caller
+/// ([`FbMemory::wait_idle`]), within its bound.
 pub(crate) fn release_gpu(gpu: &GpuInfo) {
     loop {
         let victim = {
@@ -1001,11 +1021,8 @@ pub(crate) fn release_gpu(gpu: &GpuInfo) {
         };
         // The node is freed here, outside the locks.
         match victim.map(|n| n.to_key_value().1) {
-            Some(a) => a.release_detached(),
+            Some(a) => a.release_removed(),
             None => break,
         }
     }
-    // A teardown after an owner's exit may have taken one of the GPU's allocations out before
-    // the walk and still be releasing it: nothing of the GPU may outlive its removal.
-    helpers::wq_flush();
 }
