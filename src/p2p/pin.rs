@@ -349,10 +349,7 @@ pub(crate) struct StuckPin {
 pub(crate) fn stuck_on(mem: &FbMemory) -> (u32, Option<StuckPin>) {
     let reg = PINS.lock();
     let mut out = (0u32, None);
-    for p in reg
-        .all()
-        .filter(|p| p.on(mem) && p.in_callback())
-    {
+    for p in reg.all().filter(|p| p.on(mem) && p.in_callback()) {
         out.0 = out.0.saturating_add(1);
         out.1.get_or_insert(StuckPin {
             va: p.req.va,
@@ -367,10 +364,7 @@ pub(crate) fn stuck_on(mem: &FbMemory) -> (u32, Option<StuckPin>) {
 pub(crate) fn stats_on(mem: &FbMemory) -> (usize, u64, usize) {
     let reg = PINS.lock();
     let mut out = (0, 0, 0);
-    for p in reg
-        .all()
-        .filter(|p| p.on(mem))
-    {
+    for p in reg.all().filter(|p| p.on(mem)) {
         out.0 += 1;
         out.1 += p.req.len;
         out.2 += p.dma.lock().len();
@@ -380,10 +374,7 @@ pub(crate) fn stats_on(mem: &FbMemory) -> (usize, u64, usize) {
 
 /// Number of pins on the memory of `mem`.
 pub(crate) fn count_on(mem: &FbMemory) -> usize {
-    PINS.lock()
-        .all()
-        .filter(|p| p.on(mem))
-        .count()
+    PINS.lock().all().filter(|p| p.on(mem)).count()
 }
 
 /// Renders `debugfs/nvrs/p2p`: the number of live pins, then one line per pin.
