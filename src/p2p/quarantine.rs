@@ -46,6 +46,11 @@ use kernel::{
         RBTree,
         RBTreeNodeReservation, //
     },
+    sync::atomic::{
+        Acquire,
+        Atomic,
+        Release, //
+    },
 };
 
 use crate::p2p::{abi, pin::Spare, table::TableBlock};
@@ -169,6 +174,12 @@ pub(crate) fn fini() {
     drop(spares);
 }
 
+/// How many tombs exist, written under [`TOMBS`] and read without it by [`to_tomb`]: every
+/// ended pin's table passes there, and almost none has a tomb. A block's tomb, if any, was
+/// buried by the revocation before the pin let the block go (in that thread, or in one that
+/// saw the pin's state change), so a block that has one never reads zero here.
+static TOMB_COUNT: Atomic<usize> = Atomic::new(0);
+
 /// A node for [`bury`], allocated (with no lock held); `None` if that fails.
 pub(crate) fn tomb_node() -> Option<TombNode> {
     TombNode::new(GFP_KERNEL).ok()
@@ -193,6 +204,7 @@ pub(crate) fn bury(node: TombNode, key: usize, va: u64) {
         let replaced = tree.insert(node.into_node(key, Tomb { va, block: None }));
         let count = count + usize::from(evicted.is_none() && replaced.is_none());
         tombs.count = count;
+        TOMB_COUNT.store(count, Release);
         (evicted, replaced)
     };
     // Outside the lock: an evicted tomb's block goes to the ring.
@@ -217,6 +229,7 @@ pub(crate) fn unbury(key: usize, va: u64) -> bool {
         }
         let t = tombs.tree.as_mut().and_then(|t| t.remove(&key));
         tombs.count = tombs.count.saturating_sub(1);
+        TOMB_COUNT.store(tombs.count, Release);
         t
     };
     if let Some(b) = tomb.and_then(|t| t.block) {
@@ -230,6 +243,9 @@ fn to_tomb(p: Parked) -> Option<Parked> {
     let Parked::Table(b) = p else {
         return Some(p);
     };
+    if TOMB_COUNT.load(Acquire) == 0 {
+        return Some(Parked::Table(b));
+    }
     let key = core::ptr::from_ref(&b.table) as usize;
     let mut tombs = TOMBS.lock();
     match tombs.tree.as_mut().and_then(|t| t.get_mut(&key)) {
