@@ -40,6 +40,20 @@
  *   unmapold S             dma_unmap_pages of the kept mapping, for edu
  *   unmapwith S PEER       dma_unmap_pages of S's mapping naming PEER (a PCI
  *                          function other than the one it was mapped for)
+ *   stalekeep S            move S's table into the stale pool: S's pin must
+ *                          have been revoked (its free callback returned)
+ *                          and not put; the pool holds 64, the oldest is
+ *                          put (the consumer's late put) to make room
+ *   stalecheck [VA LEN N]  with VA LEN N: pin and put [VA, VA + LEN) N
+ *                          times first, the last pin live during the check;
+ *                          then dma_map_pages through every kept table must
+ *                          fail and no live pin of the consumer may have a
+ *                          kept table's address
+ *   staledrop              put every kept table (put_pages through it must
+ *                          return 0 and end no live pin) and empty the pool
+ *   stalestat              the pool's counts; every table that pin, ppin,
+ *                          slowpin, soakpin, stalewrap and stalecheck get
+ *                          is compared with the kept ones ("named")
  *   stalereplay VA LEN N   N x: pin [VA, VA + LEN), map it for edu, replay
  *                          every stale table and mapping pointer of earlier
  *                          rounds against put_pages / dma_unmap_pages, and
@@ -128,6 +142,7 @@ struct slot {
 	u64 va, len;
 	bool persistent;
 	bool live;			/* pinned and not revoked or put */
+	bool put_done;			/* put by the consumer since the last pin */
 	atomic_t callbacks;
 	atomic_t in_callback;
 	atomic_t cb_exiting, cb_worker;	/* context of the last callback */
@@ -230,6 +245,55 @@ static struct slot *get_slot(unsigned int i)
 	return i < NSLOTS ? &con->slots[i] : NULL;
 }
 
+/*
+ * The stale pool: tables of revoked pins that the consumer keeps and puts
+ * late, as a driver whose teardown lags behind the free callback does. nvrs
+ * must keep each such address from naming any newer pin until it is put,
+ * however many pins end meanwhile (the quarantine ring holds 8192). Entries
+ * change under con->lock and stale.lock; stale_new_pin() reads them under
+ * stale.lock alone (the soak pins run without con->lock), the ctl commands
+ * under con->lock alone. stale.lock is a leaf: no nvrs call runs under it.
+ */
+#define STALE_POOL		64
+
+struct stale_table {
+	struct nvidia_p2p_page_table *pt;
+	u64 va;
+};
+
+static struct {
+	struct mutex lock;
+	struct stale_table kept[STALE_POOL];	/* oldest first */
+	unsigned int count;
+	/* Since load. Violations: named, mapped, put_failed, ended. */
+	atomic64_t kept_total, checks, pins, named, mapped, put_failed, ended;
+} stale;
+
+static bool stale_is_kept(const struct nvidia_p2p_page_table *pt)
+{
+	unsigned int i;
+
+	for (i = 0; i < stale.count; i++)
+		if (stale.kept[i].pt == pt)
+			return true;
+	return false;
+}
+
+/* Every table nvrs hands the consumer: a kept address must not come back. */
+static void stale_new_pin(const struct nvidia_p2p_page_table *pt)
+{
+	bool named;
+
+	mutex_lock(&stale.lock);
+	named = stale_is_kept(pt);
+	mutex_unlock(&stale.lock);
+	atomic64_inc(&stale.pins);
+	if (named) {
+		atomic64_inc(&stale.named);
+		pr_err("stale: a new pin got the kept table %p\n", pt);
+	}
+}
+
 static int cmd_pin(struct slot *s, u64 va, u64 len, bool persistent, u32 flags)
 {
 	struct nvidia_p2p_page_table *pt = NULL;
@@ -238,6 +302,7 @@ static int cmd_pin(struct slot *s, u64 va, u64 len, bool persistent, u32 flags)
 	if (READ_ONCE(s->live))
 		return -EBUSY;
 	s->map = NULL;
+	s->put_done = false;
 	atomic_set(&s->callbacks, 0);
 	WRITE_ONCE(s->new_pt, NULL);
 	if (persistent) {
@@ -259,6 +324,7 @@ static int cmd_pin(struct slot *s, u64 va, u64 len, bool persistent, u32 flags)
 			nvidia_p2p_put_pages(0, 0, va, pt);
 		return -EFAULT;
 	}
+	stale_new_pin(pt);
 	s->va = va;
 	s->len = len;
 	s->persistent = persistent;
@@ -352,6 +418,7 @@ static int cmd_put(struct slot *s)
 	else
 		ret = nvidia_p2p_put_pages(0, 0, s->va, pt);
 	WRITE_ONCE(s->live, false);
+	s->put_done = true;
 	return ret;
 }
 
@@ -462,6 +529,8 @@ static int cmd_keep(struct slot *s)
 
 static int cmd_putold(struct slot *s)
 {
+	if (s->old_pt == READ_ONCE(s->pt))
+		s->put_done = true;
 	if (s->old_persistent)
 		return nvidia_p2p_put_pages_persistent(s->old_va, s->old_pt, 0);
 	return nvidia_p2p_put_pages(0, 0, s->old_va, s->old_pt);
@@ -561,6 +630,45 @@ out:
 }
 
 /*
+ * Pins and puts [va, va + len) up to @n times, stopping early at a pin whose
+ * table is @stop; the last pin stays live in *@newest. Every new table goes
+ * through stale_new_pin(). Returns the number of pins made or an errno (then
+ * no pin is left).
+ */
+static atomic_t churn_cbs = ATOMIC_INIT(0);
+
+static void churn_cb(void *data)
+{
+	atomic_inc(&churn_cbs);
+}
+
+static s64 stale_churn(u64 va, u64 len, u64 n,
+		       const struct nvidia_p2p_page_table *stop,
+		       struct nvidia_p2p_page_table **newest)
+{
+	struct nvidia_p2p_page_table *pt = NULL;
+	u64 i;
+	int ret;
+
+	for (i = 0; i < n; i++) {
+		if (pt)
+			nvidia_p2p_put_pages(0, 0, va, pt);
+		pt = NULL;
+		ret = nvidia_p2p_get_pages(0, 0, va, len, &pt, churn_cb, NULL);
+		if (ret)
+			return ret;
+		stale_new_pin(pt);
+		if (pt == stop) {
+			i++;
+			break;
+		}
+		cond_resched();
+	}
+	*newest = pt;
+	return i;
+}
+
+/*
  * stalewrap SLOT VA LEN N: the slot's kept (table, VA) belong to a pin that
  * was revoked (free callback fired); VA has been allocated again. Pin and put
  * VA up to N times, until a new pin's table has the kept table's address.
@@ -569,19 +677,12 @@ out:
  * table is refused (-EINVAL), put of the kept (VA, table) returns 0 and the
  * newest pin stays live (it can be mapped again) with no callback fired.
  */
-static atomic_t stalewrap_cbs = ATOMIC_INIT(0);
-
-static void stalewrap_cb(void *data)
-{
-	atomic_inc(&stalewrap_cbs);
-}
-
 static int cmd_stalewrap(struct slot *s, u64 va, u64 len, u64 n)
 {
 	struct nvidia_p2p_page_table *old = s->old_pt, *pt = NULL;
-	struct nvidia_p2p_dma_mapping *map = NULL, *stale = NULL, *probe = NULL;
-	int ret, map_ret, put_ret, probe_ret, same = 0;
-	u64 i;
+	struct nvidia_p2p_dma_mapping *map = NULL, *old_map = NULL, *probe = NULL;
+	int ret, map_ret, put_ret, probe_ret;
+	s64 pins;
 
 	if (!old || s->old_persistent || !atomic_read(&s->callbacks))
 		return -ENOENT;
@@ -589,38 +690,166 @@ static int cmd_stalewrap(struct slot *s, u64 va, u64 len, u64 n)
 		return -EXDEV;
 	if (!n)
 		return -EINVAL;
-	atomic_set(&stalewrap_cbs, 0);
-	for (i = 0; i < n; i++) {
-		ret = nvidia_p2p_get_pages(0, 0, va, len, &pt, stalewrap_cb,
-					   NULL);
-		if (ret)
-			return ret;
-		if (pt == old) {
-			same = 1;
-			break;
-		}
-		if (i + 1 < n)
-			nvidia_p2p_put_pages(0, 0, va, pt);
-		cond_resched();
-	}
+	atomic_set(&churn_cbs, 0);
+	pins = stale_churn(va, len, n, old, &pt);
+	if (pins < 0)
+		return pins;
 	ret = nvidia_p2p_dma_map_pages(con->edu, pt, &map);
 	if (ret) {
 		nvidia_p2p_put_pages(0, 0, va, pt);
 		return ret;
 	}
-	map_ret = nvidia_p2p_dma_map_pages(con->edu, old, &stale);
+	map_ret = nvidia_p2p_dma_map_pages(con->edu, old, &old_map);
 	if (!map_ret)
-		nvidia_p2p_dma_unmap_pages(con->edu, old, stale);
+		nvidia_p2p_dma_unmap_pages(con->edu, old, old_map);
 	put_ret = nvidia_p2p_put_pages(0, 0, s->old_va, old);
 	probe_ret = nvidia_p2p_dma_map_pages(con->edu, pt, &probe);
 	if (!probe_ret)
 		nvidia_p2p_dma_unmap_pages(con->edu, pt, probe);
-	reply("stalewrap pins %llu same_table %d stale_map %d stale_put %d newest_map %d callbacks %d\n",
-	      same ? i + 1 : i, same, map_ret, put_ret, probe_ret,
-	      atomic_read(&stalewrap_cbs));
+	reply("stalewrap pins %lld same_table %d stale_map %d stale_put %d newest_map %d callbacks %d\n",
+	      pins, pt == old, map_ret, put_ret, probe_ret,
+	      atomic_read(&churn_cbs));
 	nvidia_p2p_dma_unmap_pages(con->edu, pt, map);
 	nvidia_p2p_put_pages(0, 0, va, pt);
 	/* The scenario judges the reply line (a failed write shows no reply). */
+	return 0;
+}
+
+/* stalekeep: the slot's revoked table goes to the pool, which now owns it. */
+static void stale_drop(unsigned int i);
+
+static int cmd_stalekeep(struct slot *s)
+{
+	struct nvidia_p2p_page_table *pt = READ_ONCE(s->pt);
+
+	/* Revoked: the callback has returned, and nobody has put the table. */
+	if (!pt || s->persistent || s->put_done || READ_ONCE(s->live) ||
+	    !atomic_read(&s->callbacks) || atomic_read(&s->in_callback))
+		return -ENOENT;
+	if (stale_is_kept(pt))
+		return -EEXIST;
+	if (stale.count == STALE_POOL)
+		stale_drop(0);
+	mutex_lock(&stale.lock);
+	stale.kept[stale.count++] = (struct stale_table){ .pt = pt, .va = s->va };
+	mutex_unlock(&stale.lock);
+	/* No other command of the slot may put it now (a put ends its reservation). */
+	WRITE_ONCE(s->pt, NULL);
+	if (s->old_pt == pt)
+		s->old_pt = NULL;
+	atomic64_inc(&stale.kept_total);
+	reply("stalekeep %u of %d\n", stale.count, STALE_POOL);
+	return 0;
+}
+
+/* Whether a live pin of a ctl slot has the table @pt. */
+static bool stale_names_live(const struct nvidia_p2p_page_table *pt)
+{
+	unsigned int i;
+
+	for (i = 0; i < NSLOTS; i++)
+		if (READ_ONCE(con->slots[i].live) && READ_ONCE(con->slots[i].pt) == pt)
+			return true;
+	return false;
+}
+
+/* The ctl slots whose live pin edu can map right now, as a mask. */
+static u32 stale_mappable(void)
+{
+	u32 mask = 0;
+	unsigned int i;
+
+	for (i = 0; i < NSLOTS; i++) {
+		struct nvidia_p2p_page_table *pt = READ_ONCE(con->slots[i].pt);
+		struct nvidia_p2p_dma_mapping *map = NULL;
+
+		if (!READ_ONCE(con->slots[i].live) || !pt ||
+		    nvidia_p2p_dma_map_pages(con->edu, pt, &map))
+			continue;
+		nvidia_p2p_dma_unmap_pages(con->edu, pt, map);
+		mask |= BIT(i);
+	}
+	return mask;
+}
+
+/*
+ * The consumer's one put of kept entry @i, which leaves the pool: 0, and no
+ * live pin of the consumer that could be mapped before can no longer be.
+ */
+static void stale_drop(unsigned int i)
+{
+	struct stale_table t = stale.kept[i];
+	u32 before, lost;
+
+	mutex_lock(&stale.lock);
+	stale.count--;
+	memmove(&stale.kept[i], &stale.kept[i + 1],
+		(stale.count - i) * sizeof(stale.kept[0]));
+	mutex_unlock(&stale.lock);
+	before = stale_mappable();
+	if (nvidia_p2p_put_pages(0, 0, t.va, t.pt)) {
+		atomic64_inc(&stale.put_failed);
+		pr_err("stale: put of kept table %p failed\n", t.pt);
+	}
+	lost = before & ~stale_mappable();
+	if (lost) {
+		atomic64_add(hweight32(lost), &stale.ended);
+		pr_err("stale: put of kept table %p ended live pins 0x%x\n", t.pt, lost);
+	}
+}
+
+static int cmd_stalecheck(unsigned int argc, u64 va, u64 len, u64 n)
+{
+	struct nvidia_p2p_page_table *newest = NULL;
+	unsigned int i;
+	s64 pins = 0;
+
+	if (argc != 1 && (argc != 4 || !n))
+		return -EINVAL;
+	if (argc == 4) {
+		pins = stale_churn(va, len, n, NULL, &newest);
+		if (pins < 0)
+			return pins;
+	}
+	for (i = 0; i < stale.count; i++) {
+		struct nvidia_p2p_page_table *pt = stale.kept[i].pt;
+		struct nvidia_p2p_dma_mapping *map = NULL;
+
+		atomic64_inc(&stale.checks);
+		/* Pins made since were compared already; this covers the others. */
+		if (stale_names_live(pt)) {
+			atomic64_inc(&stale.named);
+			pr_err("stale: kept table %p names a live pin\n", pt);
+		}
+		if (!nvidia_p2p_dma_map_pages(con->edu, pt, &map)) {
+			atomic64_inc(&stale.mapped);
+			pr_err("stale: kept table %p was mapped\n", pt);
+			nvidia_p2p_dma_unmap_pages(con->edu, pt, map);
+		}
+	}
+	if (newest)
+		nvidia_p2p_put_pages(0, 0, va, newest);
+	reply("stalecheck pins %lld kept %u\n", pins, stale.count);
+	return 0;
+}
+
+static int cmd_staledrop(void)
+{
+	unsigned int n = stale.count;
+
+	while (stale.count)
+		stale_drop(0);
+	reply("staledrop %u\n", n);
+	return 0;
+}
+
+static int cmd_stalestat(void)
+{
+	reply("stalestat kept %u kept_total %lld checks %lld pins %lld named %lld mapped %lld put_failed %lld ended %lld\n",
+	      stale.count, atomic64_read(&stale.kept_total),
+	      atomic64_read(&stale.checks), atomic64_read(&stale.pins),
+	      atomic64_read(&stale.named), atomic64_read(&stale.mapped),
+	      atomic64_read(&stale.put_failed), atomic64_read(&stale.ended));
 	return 0;
 }
 
@@ -686,6 +915,7 @@ static int cmd_soakpin(struct slot *s, u64 va, u64 len)
 	/* The callback may fire as soon as get_pages returns: publish under the lock. */
 	ret = nvidia_p2p_get_pages(0, 0, va, len, &pt, soak_callback, s);
 	if (!ret) {
+		stale_new_pin(pt);
 		s->soak_pt = pt;
 		s->soak_va = va;
 		s->soak_map = NULL;
@@ -758,6 +988,8 @@ static void *fuzz_table(u64 v)
 
 static int cmd_rawput(u64 va, u64 ptr, u64 persistent)
 {
+	if (ptr < NSLOTS)
+		con->slots[ptr].put_done = true;
 	if (persistent)
 		return nvidia_p2p_put_pages_persistent(va, fuzz_table(ptr), 0);
 	return nvidia_p2p_put_pages(0, 0, va, fuzz_table(ptr));
@@ -1084,6 +1316,12 @@ static int run_cmd(char *line)
 		reply("early %lld\n", atomic64_read(&early_callbacks));
 		return 0;
 	}
+	if (!strcmp(argv[0], "stalecheck"))
+		return cmd_stalecheck(argc, a, b, c);
+	if (!strcmp(argv[0], "staledrop") && argc == 1)
+		return cmd_staledrop();
+	if (!strcmp(argv[0], "stalestat") && argc == 1)
+		return cmd_stalestat();
 	if (!strcmp(argv[0], "rawput") && argc == 4)
 		return cmd_rawput(a, b, c);
 	if (!strcmp(argv[0], "rawmap") && argc == 2)
@@ -1128,6 +1366,8 @@ static int run_cmd(char *line)
 		return cmd_cpumap(s);
 	if (!strcmp(argv[0], "keep"))
 		return cmd_keep(s);
+	if (!strcmp(argv[0], "stalekeep") && argc == 2)
+		return cmd_stalekeep(s);
 	if (!strcmp(argv[0], "putold"))
 		return cmd_putold(s);
 	if (!strcmp(argv[0], "unmapold"))
@@ -1268,6 +1508,7 @@ static void edu_remove(struct pci_dev *pdev)
 	for (i = 0; i < NSLOTS; i++)
 		if (READ_ONCE(con->slots[i].live) || con->slots[i].peer)
 			cmd_put(&con->slots[i]);
+	cmd_staledrop();
 	mutex_unlock(&con->lock);
 	for (i = 0; i < NSLOTS; i++)
 		cmd_soakput(&con->slots[i]);
@@ -1296,6 +1537,7 @@ static int __init nvrs_consumer_init(void)
 	if (!con)
 		return -ENOMEM;
 	mutex_init(&con->lock);
+	mutex_init(&stale.lock);
 	for (i = 0; i < NSLOTS; i++)
 		mutex_init(&con->slots[i].region);
 	ret = pci_register_driver(&edu_driver);

@@ -3,7 +3,7 @@
  * nvrs-fuzz: a bounded, seeded fuzzer of /dev/nvrs and, through the test
  * consumer, of the exported nvidia_p2p_* functions.
  *
- *   nvrs-fuzz SEED OPS
+ *   nvrs-fuzz SEED OPS [VA_MIB]
  *
  * Each operation is drawn from a xorshift generator seeded with SEED (the
  * seed is printed, so a run can be replayed): ioctls with random commands,
@@ -20,8 +20,25 @@
  * (the mappings left behind are kept and touched again later), and they must
  * not keep the VA space from serving new allocations.
  *
- * Exit status 0 unless the fuzzer itself could not run, or a mapping of a
- * freed allocation read or wrote memory (1).
+ * Two cases of issue 20 run in every mix:
+ *
+ * - Stale tables after the quarantine wraps: now and then a pin (consumer
+ *   slot 14, which no other operation uses) is revoked by FREE and its table
+ *   goes to the consumer's stale pool (stalekeep), which keeps 64 such
+ *   tables and puts the oldest late; other times the consumer pins and puts
+ *   the fuzzer's own allocation a few times and checks the pool
+ *   (stalecheck), about STALE_PINS pins a run, whatever OPS is: the pool's
+ *   tables outlive more pin ends than the quarantine ring holds (8192).
+ *   None may ever be a new pin's table, be mapped, or end a live pin when
+ *   put.
+ * - VA retention: with VA_MIB (the module's va_space_mib, when it is small),
+ *   the run starts with 4 x VA_MIB MiB of ALLOC 64 KiB + mmap + FREE, the
+ *   mappings kept: every ALLOC must succeed (a mapping of a freed allocation
+ *   must not hold its VA), and at the end every kept mapping must fault.
+ *
+ * Exit status 0 unless the fuzzer itself could not run (1), a mapping of a
+ * freed allocation read or wrote memory, a retention ALLOC failed, or the
+ * stale pool counted a violation (1).
  */
 
 #include <dirent.h>
@@ -45,6 +62,8 @@
 #define NMAPS 16
 #define SLOTS 14	/* consumer slots 0..13; 14 and 15 are left alone */
 #define NDBUF 8		/* dma-buf descriptors kept, and consumer import slots */
+#define STALE_SLOT 14	/* the consumer slot of op_stale's pins */
+#define STALE_PINS (3 * 8192)	/* pins per run the stale pool is checked against */
 
 static uint64_t rng;
 static int fd = -1, ctl = -1, gpus = 1;
@@ -57,6 +76,18 @@ static uint64_t dbuf_len[NDBUF];
 static uint8_t big[1 << 16];	/* PMM_MAP, PROCESSES and TOPOLOGY buffers */
 static sigjmp_buf fault_jmp;
 static long violations;
+static int in_child;
+static uint64_t stale_va;	/* the fuzzer's allocation that stale checks pin */
+static long stale_churn;	/* its pins and puts per check: STALE_PINS a run */
+
+/* The operation mix, counted as it runs and printed at the end. */
+enum { OP_IOCTL, OP_MMAP, OP_TOUCH, OP_RETAIN, OP_DMABUF, OP_CTL, OP_COMPACT,
+	OP_STALE_KEEP, OP_STALE_CHECK, OP_CHILD, OP_KINDS };
+static const char *const op_names[OP_KINDS] = {
+	"ioctl", "mmap", "touch", "retain", "dmabuf", "ctl", "compact",
+	"stale-keep", "stale-check", "child-burst",
+};
+static long mix[OP_KINDS];
 
 static uint64_t next(void)
 {
@@ -424,6 +455,141 @@ static void op_ctl(void)
 	count(r < 0 ? -errno : 0);
 }
 
+/* Writes a consumer command; 0 or a negative errno, counted. */
+static int ctl_cmd(const char *text)
+{
+	int ret = pwrite(ctl, text, strlen(text), 0) < 0 ? -errno : 0;
+
+	count(ret);
+	return ret;
+}
+
+/* A pin of slot STALE_SLOT revoked by FREE into the pool, or a check of it. */
+static void op_stale(void)
+{
+	char text[96];
+
+	if (pick(16)) {
+		snprintf(text, sizeof(text), "stalecheck 0x%llx 0x10000 %ld",
+			 (unsigned long long)stale_va, stale_churn);
+		ctl_cmd(text);
+		mix[OP_STALE_CHECK]++;
+	} else {
+		struct nvrs_alloc a = { .gpu = pick(gpus), .size = 1 << 16 };
+		struct nvrs_free f;
+		int ret;
+
+		mix[OP_STALE_KEEP]++;
+		if (ioctl(fd, NVRS_IOCTL_ALLOC, &a)) {
+			count(-errno);
+			return;
+		}
+		snprintf(text, sizeof(text), "pin %d 0x%llx 0x10000", STALE_SLOT,
+			 (unsigned long long)a.va);
+		ret = ctl_cmd(text);
+		/* FREE revokes the pin: its callback fires, the table goes stale. */
+		f.va = a.va;
+		count(ioctl(fd, NVRS_IOCTL_FREE, &f) ? -errno : 0);
+		snprintf(text, sizeof(text), "stalekeep %d", STALE_SLOT);
+		if (!ret)
+			ctl_cmd(text);
+	}
+}
+
+/* The pool's last check and late puts; its counts, and their violations. */
+static void stale_report(void)
+{
+	long long kept, total, checks, pins, named, mapped, put_failed, ended;
+	char reply[256];
+	ssize_t r;
+
+	if (ctl_cmd("stalecheck") || ctl_cmd("staledrop") || ctl_cmd("stalestat"))
+		goto bad;
+	r = pread(ctl, reply, sizeof(reply) - 1, 0);
+	if (r <= 0)
+		goto bad;
+	reply[r] = 0;
+	if (sscanf(reply, "stalestat kept %lld kept_total %lld checks %lld pins %lld named %lld mapped %lld put_failed %lld ended %lld",
+		   &kept, &total, &checks, &pins, &named, &mapped, &put_failed, &ended) != 8)
+		goto bad;
+	printf("nvrs-fuzz: stale tables: %lld kept, %lld checks, %lld pins compared (the ring holds 8192; %ld pins a check); violations: named %lld mapped %lld put_failed %lld ended %lld\n",
+	       total, checks, pins, stale_churn, named, mapped, put_failed, ended);
+	violations += named + mapped + put_failed + ended;
+	return;
+bad:
+	printf("nvrs-fuzz: stale tables: no counts from the consumer\n");
+	violations++;
+}
+
+/*
+ * VA retention: ALLOC 64 KiB + mmap + FREE, mapping kept, for 4 x the VA
+ * space. A mapping of a freed allocation must not hold its VA: every ALLOC
+ * must succeed (the VA space is empty otherwise: this runs first).
+ */
+static void **held;
+static long nheld, held_enomem, held_faults;
+
+static void retain_rounds(long va_mib)
+{
+	long rounds = 4 * va_mib * 16, i;
+
+	held = calloc(rounds, sizeof(*held));
+	if (!held) {
+		violations++;
+		return;
+	}
+	for (i = 0; i < rounds; i++) {
+		struct nvrs_alloc a = { .gpu = 0, .size = 1 << 16 };
+		struct nvrs_free f;
+		void *m;
+
+		if (ioctl(fd, NVRS_IOCTL_ALLOC, &a)) {
+			if (!held_enomem++)
+				printf("nvrs-fuzz: VA retention: ALLOC %ld of %ld: errno %d\n",
+				       i + 1, rounds, errno);
+			continue;
+		}
+		m = mmap(NULL, a.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, a.va);
+		if (m != MAP_FAILED)
+			*(volatile uint32_t *)m = 1;
+		f.va = a.va;
+		count(ioctl(fd, NVRS_IOCTL_FREE, &f) ? -errno : 0);
+		if (m != MAP_FAILED)
+			held[nheld++] = m;
+	}
+	violations += held_enomem;
+	mix[OP_RETAIN] += rounds;
+	printf("nvrs-fuzz: VA retention: %ld rounds of 64 KiB in a %ld MiB VA space, %ld failed ALLOCs\n",
+	       rounds, va_mib, held_enomem);
+}
+
+/* Whether reading the word at @p faults. */
+static int read_faults(volatile uint32_t *p)
+{
+	if (sigsetjmp(fault_jmp, 1))
+		return 1;
+	(void)*p;
+	return 0;
+}
+
+/* At the end: every kept mapping faults, however its VA was reused since. */
+static void retain_check(void)
+{
+	long i;
+
+	for (i = 0; i < nheld; i++) {
+		if (read_faults(held[i])) {
+			held_faults++;
+			continue;
+		}
+		printf("nvrs-fuzz: a kept mapping of a freed allocation read data\n");
+		violations++;
+	}
+	for (i = 0; i < nheld; i++)
+		munmap(held[i], 1 << 16);
+	printf("nvrs-fuzz: VA retention: %ld of %ld kept mappings fault\n", held_faults, nheld);
+}
+
 static void run(long n)
 {
 	long i;
@@ -431,6 +597,7 @@ static void run(long n)
 	for (i = 0; i < n; i++, ops++) {
 		if (!pick(500)) {
 			op_compact();
+			mix[OP_COMPACT]++;
 			continue;
 		}
 		switch (pick(12)) {
@@ -438,26 +605,43 @@ static void run(long n)
 		case 1:
 		case 2:
 			op_ioctl();
+			mix[OP_IOCTL]++;
 			break;
 		case 3:
 		case 4:
 			op_mmap();
+			mix[OP_MMAP]++;
 			break;
 		case 5:
 		case 6:
 			op_touch();
+			mix[OP_TOUCH]++;
+			break;
+		case 9:
+			/* A child leaves slot 14 and the pool to its parent. */
+			if (!in_child && !pick(4)) {
+				op_stale();
+				break;
+			}
+			op_ctl();
+			mix[OP_CTL]++;
 			break;
 		case 10:
 			op_dmabuf();
+			mix[OP_DMABUF]++;
 			break;
 		case 11:
-			if (pick(2))
+			if (pick(2)) {
 				op_retain();
-			else
-				op_ctl();
+				mix[OP_RETAIN]++;
+				break;
+			}
+			op_ctl();
+			mix[OP_CTL]++;
 			break;
 		default:
 			op_ctl();
+			mix[OP_CTL]++;
 			break;
 		}
 	}
@@ -481,30 +665,38 @@ static void burst_in_child(void)
 		for (i = 0; i < NDBUF; i++)
 			dbufs[i] = -1;
 		rng ^= 0x9e3779b97f4a7c15ULL;
+		in_child = 1;
 		run(200);
 		_exit(0);
 	}
 	if (pid > 0)
 		waitpid(pid, &status, 0);
 	ops += 200;
+	mix[OP_CHILD]++;
 }
 
 int main(int argc, char **argv)
 {
 	struct sigaction sa = { .sa_handler = on_fault };
 	uint64_t seed;
-	long n, done = 0;
+	struct nvrs_alloc churn = { .gpu = 0, .size = 1 << 16 };
+	long n, done = 0, va_mib = 0;
 	uint32_t g;
 	int i;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: nvrs-fuzz SEED OPS\n");
+	if (argc != 3 && argc != 4) {
+		fprintf(stderr, "usage: nvrs-fuzz SEED OPS [VA_MIB]\n");
 		return 2;
 	}
 	seed = strtoull(argv[1], NULL, 0);
 	n = atol(argv[2]);
+	if (argc == 4)
+		va_mib = atol(argv[3]);
 	rng = seed ? seed : 1;
-	printf("nvrs-fuzz: seed %llu, %ld operations\n", (unsigned long long)seed, n);
+	printf("nvrs-fuzz: seed %llu, %ld operations", (unsigned long long)seed, n);
+	if (va_mib)
+		printf(", VA space %ld MiB", va_mib);
+	printf("\n");
 	fflush(stdout);
 	fd = open("/dev/nvrs", O_RDWR | O_CLOEXEC);
 	ctl = open(CTL, O_RDWR | O_CLOEXEC);
@@ -516,6 +708,15 @@ int main(int argc, char **argv)
 		gpus = g;
 	sigaction(SIGBUS, &sa, NULL);
 	sigaction(SIGSEGV, &sa, NULL);
+	if (va_mib > 0)
+		retain_rounds(va_mib);
+	if (ioctl(fd, NVRS_IOCTL_ALLOC, &churn)) {
+		perror("nvrs-fuzz: the stale checks' allocation");
+		return 1;
+	}
+	stale_va = churn.va;
+	/* op_stale is 1 of 48 operations, and 15 of 16 of those are checks. */
+	stale_churn = STALE_PINS * 48 * 16 / (15 * (n > 0 ? n : 1)) + 1;
 	while (done < n) {
 		run(1000);
 		done += 1000;
@@ -533,12 +734,19 @@ int main(int argc, char **argv)
 		if (i < NDBUF && pwrite(ctl, text, strlen(text), 0) < 0)
 			count(-errno);
 	}
+	stale_report();
+	if (va_mib > 0)
+		retain_check();
 	printf("nvrs-fuzz: seed %llu: %ld operations; results:", (unsigned long long)seed, ops);
 	for (i = 0; i < 160; i++)
 		if (errs[i])
 			printf(" %s%d:%ld", i ? "-" : "", i, errs[i]);
 	printf("\n");
+	printf("nvrs-fuzz: mix:");
+	for (i = 0; i < OP_KINDS; i++)
+		printf(" %s %ld", op_names[i], mix[i]);
+	printf("\n");
 	if (violations)
-		printf("nvrs-fuzz: %ld mappings of freed allocations reached memory\n", violations);
+		printf("nvrs-fuzz: %ld violations\n", violations);
 	return violations ? 1 : 0;
 }

@@ -67,11 +67,17 @@
  *                              in the kernel) it prints "fail N unavailable:
  *                              ..." instead and fails
  *   write FILE TEXT            write TEXT to FILE (e.g. a driver's bind file)
- *   soak GPU SECONDS           8 threads for SECONDS: pin / map / unmap / put
+ *   soak GPU SECONDS [VA_MIB]  8 threads for SECONDS: pin / map / unmap / put
  *                              with a gdrdrv-style consumer whose callback
  *                              takes its own lock, FREE racing them, mmap /
  *                              touch / munmap, ALLOC / FREE, and processes
- *                              exiting with memory pinned and mapped
+ *                              exiting with memory pinned and mapped; a
+ *                              ninth keeps revoked pins' tables in the
+ *                              consumer's stale pool and checks them, and
+ *                              with VA_MIB (the module's va_space_mib) a
+ *                              tenth frees mapped allocations without
+ *                              unmapping them, then a final check (see
+ *                              soak_retain_check)
  *   sleep MS
  *
  * dma-bufs (NVRS_IOCTL_EXPORT_DMABUF); "%A" in a ctl text is replaced by
@@ -1032,20 +1038,152 @@ static void *soak_exiter(void *arg)
 	return NULL;
 }
 
-static int soak(int gpu, int seconds)
-{
-	void *(*fns[8])(void *) = { soak_owner, soak_owner, soak_owner, soak_owner,
-				   soak_putter, soak_mapper, soak_exiter, soak_mapper };
-	struct soak k[8];
-	pthread_t th[8];
-	long ops = 0, errors = 0;
-	int i;
+/*
+ * Stale tables after the quarantine wraps (issue 20): every fourth round a
+ * pin of ctl slot 13 revoked by FREE goes to the consumer's stale pool; every
+ * round the consumer pins and puts the thread's own allocation SOAK_CHURN
+ * times and checks the pool, while the other threads pin (soakpin compares
+ * every new table with the pool too). The pool's counts are judged after the
+ * race (stalestat).
+ */
+#define SOAK_STALE_SLOT 13
+#define SOAK_CHURN 64
 
-	for (i = 0; i < 8; i++) {
+static void *soak_stale(void *arg)
+{
+	struct soak *k = arg;
+	struct nvrs_alloc own = { .gpu = k->gpu, .size = 1 << 16 };
+	char text[96];
+	long i;
+
+	if (ioctl(fd, NVRS_IOCTL_ALLOC, &own)) {
+		printf("soak thread %d: its allocation: errno %d\n", k->index, errno);
+		k->errors++;
+		return NULL;
+	}
+	for (i = 0; time(NULL) < k->deadline; i++) {
+		struct nvrs_alloc a = { .gpu = k->gpu, .size = 1 << 16 };
+		struct nvrs_free f;
+		int ret;
+
+		/* A pool of 64 kept every 4 rounds: a table stays 16384 pins or more. */
+		if (i % 4 == 0 && !ioctl(fd, NVRS_IOCTL_ALLOC, &a)) {
+			soak_ctl(k, "pin %d 0x%llx 0x10000", SOAK_STALE_SLOT, a.va, 0);
+			/* FREE revokes the pin (if it was made): its table goes stale. */
+			f.va = a.va;
+			if (ioctl(fd, NVRS_IOCTL_FREE, &f))
+				soak_error(k, -errno);
+			soak_ctl(k, "stalekeep %d", SOAK_STALE_SLOT, 0, 0);
+		} else if (i % 4 == 0) {
+			soak_error(k, -errno);
+		}
+		snprintf(text, sizeof(text), "stalecheck 0x%llx 0x10000 %d",
+			 (unsigned long long)own.va, SOAK_CHURN);
+		ret = ctl_line(text);
+		if (ret)
+			soak_error(k, ret);
+		k->ops++;
+	}
+	return NULL;
+}
+
+/*
+ * VA retention (issue 20): ALLOC 64 KiB, mmap, touch, FREE, the mapping
+ * kept (the last soak_held_max of them: twice the VA space), racing the
+ * others' ALLOCs. A mapping of a freed allocation must not hold its VA; the
+ * others hold at most about 16 MiB, so failed ALLOCs here are counted and
+ * printed, and soak_retain_check() judges after the race.
+ */
+static void **soak_held;
+static long soak_held_max, soak_held_next, soak_retain_rounds, soak_retain_enomem;
+
+static int soak_retain_round(int gpu)
+{
+	struct nvrs_alloc a = { .gpu = gpu, .size = 1 << 16 };
+	struct nvrs_free f;
+	void *m;
+
+	if (ioctl(fd, NVRS_IOCTL_ALLOC, &a))
+		return -errno;
+	m = mmap(NULL, a.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, a.va);
+	if (m != MAP_FAILED)
+		*(volatile uint32_t *)m = 0x50a50a50;
+	f.va = a.va;
+	if (ioctl(fd, NVRS_IOCTL_FREE, &f))
+		return -errno;
+	if (m == MAP_FAILED)
+		return -EFAULT;
+	if (soak_held[soak_held_next])
+		munmap(soak_held[soak_held_next], 1 << 16);
+	soak_held[soak_held_next] = m;
+	soak_held_next = (soak_held_next + 1) % soak_held_max;
+	return 0;
+}
+
+static void *soak_retain(void *arg)
+{
+	struct soak *k = arg;
+
+	while (time(NULL) < k->deadline) {
+		int ret = soak_retain_round(k->gpu);
+
+		if (ret == -ENOMEM)
+			soak_retain_enomem++;
+		else if (ret)
+			soak_error(k, ret);
+		soak_retain_rounds++;
+		k->ops++;
+	}
+	return NULL;
+}
+
+/*
+ * After the race, nothing else allocating: with the race's freed mappings
+ * still kept, as many more rounds as the VA space holds twice over (the
+ * ring of kept mappings then covers it twice): every ALLOC must succeed.
+ */
+static long soak_retain_check(int gpu, int va_mib)
+{
+	long i, failed = 0, rounds = soak_held_max;
+
+	for (i = 0; i < rounds; i++) {
+		int ret = soak_retain_round(gpu);
+
+		if (ret && !failed++)
+			printf("soak: VA retention: final ALLOC %ld of %ld: errno %d\n", i + 1,
+			       rounds, -ret);
+	}
+	printf("soak: VA retention: %ld rounds in the race (%ld failed ALLOCs), then %ld of %ld rounds in a %d MiB VA space failed\n",
+	       soak_retain_rounds, soak_retain_enomem, failed, rounds, va_mib);
+	for (i = 0; i < soak_held_max; i++)
+		if (soak_held[i])
+			munmap(soak_held[i], 1 << 16);
+	free(soak_held);
+	return failed;
+}
+
+static int soak(int gpu, int seconds, int va_mib)
+{
+	void *(*fns[10])(void *) = { soak_owner, soak_owner, soak_owner, soak_owner,
+				    soak_putter, soak_mapper, soak_exiter, soak_mapper,
+				    soak_stale, soak_retain };
+	int i, n = va_mib > 0 ? 10 : 9;
+	struct soak k[10];
+	pthread_t th[10];
+	long ops = 0, errors = 0;
+	char *stale[] = { "stalecheck" }, *drop[] = { "staledrop" }, *stat[] = { "stalestat" };
+
+	if (va_mib > 0) {
+		soak_held_max = 2L * va_mib * 16;
+		soak_held = calloc(soak_held_max, sizeof(*soak_held));
+		if (!soak_held)
+			return -ENOMEM;
+	}
+	for (i = 0; i < n; i++) {
 		k[i] = (struct soak){ .gpu = gpu, .index = i, .deadline = time(NULL) + seconds };
 		pthread_create(&th[i], NULL, fns[i], &k[i]);
 	}
-	for (i = 0; i < 8; i++) {
+	for (i = 0; i < n; i++) {
 		pthread_join(th[i], NULL);
 		ops += k[i].ops;
 		errors += k[i].errors;
@@ -1056,7 +1194,13 @@ static int soak(int gpu, int seconds)
 		snprintf(text, sizeof(text), "soakput %d", i);
 		ctl_line(text);
 	}
-	printf("soak: %ld operations in %d s, %ld unexpected errors\n", ops, seconds, errors);
+	/* The pool's last check and late puts; the scenario judges its counts. */
+	if (do_ctl(stale, 1) || do_ctl(drop, 1) || do_ctl(stat, 1))
+		errors++;
+	if (va_mib > 0)
+		errors += soak_retain_check(gpu, va_mib);
+	printf("soak: %ld operations in %d s by %d threads, %ld unexpected errors\n", ops, seconds,
+	       n, errors);
 	return errors ? -EIO : 0;
 }
 
@@ -1559,8 +1703,8 @@ static int run(int argc, char **argv)
 		return map_leak(atoi(argv[1]), parse_size(argv[2]), atol(argv[3]));
 	} else if (!strcmp(cmd, "mmaprace") && argc == 3) {
 		return mmap_race(atoi(argv[1]), atol(argv[2]));
-	} else if (!strcmp(cmd, "soak") && argc == 3) {
-		return soak(atoi(argv[1]), atoi(argv[2]));
+	} else if (!strcmp(cmd, "soak") && (argc == 3 || argc == 4)) {
+		return soak(atoi(argv[1]), atoi(argv[2]), argc == 4 ? atoi(argv[3]) : 0);
 	} else if (!strcmp(cmd, "stalerace") && argc == 3) {
 		return stale_race(atoi(argv[1]), atoi(argv[2]));
 	} else if (!strcmp(cmd, "free") && argc == 2) {
