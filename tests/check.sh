@@ -235,23 +235,8 @@ vm switch-noiommu --topology switch --iommu off --scenario probe --scenario p2p 
 # The sanitizer kernel (clang-built: KASAN with Rust needs it) and the module
 # built against it, in a copy of the tree so the check build stays as it is.
 step "sanitizer kernel and build"
-if san_env=$("$TESTS/bootstrap.sh" sanitize) && (
-	set -e
-	# shellcheck disable=SC1090
-	. "$san_env"
-	SAN=$OUT/sanitize
-	rm -rf "$SAN"
-	mkdir -p "$SAN"
-	tar -C "$ROOT" --exclude=./tests/out --exclude=./tests/host/target --exclude=./.git \
-		-cf - . | tar -C "$SAN" -xf -
-	make -s -C "$SAN" KDIR="$KDIR" LLVM="$KLLVM" clean >/dev/null 2>&1 || true
-	make -s -C "$SAN" KDIR="$KDIR" LLVM="$KLLVM" modules >"$OUT/build-sanitize.log" 2>&1
-	make -s -C "$SAN/tests/consumer" KDIR="$KDIR" LLVM="$KLLVM" \
-		NVRS_SYMVERS="$SAN/Module.symvers" >>"$OUT/build-sanitize.log" 2>&1
-	echo "$BZIMAGE" >"$SAN/bzimage"
-); then
+if nvrs_build_sanitize; then
 	record "sanitizer kernel and build" 1 0
-	SAN=$OUT/sanitize
 	OWN_MODULES=1 vm sanitize --kernel "$(cat "$SAN/bzimage")" --append "slub_debug=FZPU" --mem 2048 \
 		--timeout 1500 --module "$SAN/nvrs.ko" --module "$SAN/tests/consumer/nvrs_consumer.ko" \
 		--bin "$OUT/nvrs-tool" --bin "$OUT/nvrs-fuzz" --topology switch \

@@ -63,3 +63,27 @@ nvrs_build() {
 # The modules every VM run loads.
 VM_MODULES=(--module "$ROOT/nvrs.ko" --module "$ROOT/tests/consumer/nvrs_consumer.ko"
 	--bin "$OUT/nvrs-tool" --bin "$OUT/nvrs-fuzz" --bin "$OUT/nvrs-smi")
+
+# nvrs_build_sanitize: build nvrs.ko and the test consumer against the
+# sanitizer kernel (clang-built: KASAN with Rust needs it), in a copy of the
+# tree ($OUT/sanitize) so the check build stays as it is. Sets SAN_ENV (the
+# sanitizer kernel's environment file) and SAN; the kernel image's path is in
+# $SAN/bzimage.
+nvrs_build_sanitize() {
+	SAN=$OUT/sanitize
+	SAN_ENV=$("$TESTS/bootstrap.sh" sanitize) || return 1
+	# Explicit &&: `set -e` does not apply in a function called as an `if` condition.
+	(
+		# shellcheck disable=SC1090
+		. "$SAN_ENV" &&
+			rm -rf "$SAN" &&
+			mkdir -p "$SAN" &&
+			tar -C "$ROOT" --exclude=./tests/out --exclude=./tests/host/target --exclude=./.git \
+				-cf - . | tar -C "$SAN" -xf - &&
+			{ make -s -C "$SAN" KDIR="$KDIR" LLVM="$KLLVM" clean >/dev/null 2>&1 || true; } &&
+			make -s -C "$SAN" KDIR="$KDIR" LLVM="$KLLVM" modules >"$OUT/build-sanitize.log" 2>&1 &&
+			make -s -C "$SAN/tests/consumer" KDIR="$KDIR" LLVM="$KLLVM" \
+				NVRS_SYMVERS="$SAN/Module.symvers" >>"$OUT/build-sanitize.log" 2>&1 &&
+			echo "$BZIMAGE" >"$SAN/bzimage"
+	)
+}
