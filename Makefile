@@ -11,6 +11,9 @@
 #   make check                every test: host cargo tests, then the VM suites
 #   make bench                benchmarks against their anchors (not tests)
 #   make soak                 a 60-second race in a VM (not part of check)
+#   make consumer M=<dir> SCRIPT=<file> [TOPOLOGY= IOMMU= KERNEL= NVRS_PARAMS=]
+#                             build your own consumer module against nvrs and
+#                             run your script with it in the test VM
 #   make dkms-source DESTDIR=<root>
 #                             the DKMS source tree in <root>/usr/src/nvrs-<version>
 #   make dkms-install         ... in /usr/src, then dkms add + install (root)
@@ -60,6 +63,11 @@ check:
 bench:
 	@tests/bench.sh
 
+# A consumer author's module and script in the test VM (tests/consumer-run.sh).
+consumer:
+	@M="$(M)" SCRIPT="$(SCRIPT)" TOPOLOGY="$(TOPOLOGY)" IOMMU="$(IOMMU)" KERNEL="$(KERNEL)" \
+		NVRS_PARAMS="$(NVRS_PARAMS)" TIMEOUT="$(TIMEOUT)" tests/consumer-run.sh
+
 soak:
 	@tests/soak.sh
 
@@ -75,4 +83,4 @@ dkms-install: dkms-source
 	dkms add -m nvrs -v $(NVRS_VERSION)
 	dkms install -m nvrs -v $(NVRS_VERSION)
 
-.PHONY: all modules modules_install clean demo check bench soak dkms-source dkms-install
+.PHONY: all modules modules_install clean demo check bench consumer soak dkms-source dkms-install

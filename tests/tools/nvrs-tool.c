@@ -19,6 +19,8 @@
  *   freeva VA                  NVRS_IOCTL_FREE of a raw VA
  *   raw CMD HEX_ARG            an ioctl with an arbitrary number and pointer
  *   ctl TEXT                   write TEXT to the consumer, print its reply
+ *   ctlf FILE TEXT             the same with another module's control file
+ *                              (a consumer of `make consumer`)
  *   anon SLOT SIZE             map and touch anonymous memory into SLOT
  *   wr SLOT OFFSET VALUE       write a u32 through a CPU mapping of SLOT
  *   rd SLOT OFFSET VALUE       read a u32 through a CPU mapping, compare
@@ -251,7 +253,11 @@ static void disarm(void)
 		fail_nth_error("write fail-nth");
 }
 
-static int do_ctl(char *const *argv, int argc)
+/*
+ * Writes the words of @argv (with "@A" and "%A" replaced) to the control file
+ * @path as one text and prints the file's reply.
+ */
+static int do_ctl_at(const char *path, char *const *argv, int argc)
 {
 	char text[512] = "", reply[4096];
 	int i, c, n;
@@ -272,7 +278,7 @@ static int do_ctl(char *const *argv, int argc)
 		strncat(text, w, sizeof(text) - strlen(text) - 2);
 		strncat(text, i + 1 < argc ? " " : "", 2);
 	}
-	c = open(CTL, O_RDWR);
+	c = open(path, O_RDWR);
 	if (c < 0)
 		return -errno;
 	arm();
@@ -290,6 +296,11 @@ static int do_ctl(char *const *argv, int argc)
 		printf("%s", reply);
 	}
 	return 0;
+}
+
+static int do_ctl(char *const *argv, int argc)
+{
+	return do_ctl_at(CTL, argv, argc);
 }
 
 /*
@@ -1354,6 +1365,8 @@ static int run(int argc, char **argv)
 	}
 	if (!strcmp(cmd, "ctl"))
 		return do_ctl(argv + 1, argc - 1);
+	if (!strcmp(cmd, "ctlf") && argc >= 3)
+		return do_ctl_at(argv[1], argv + 2, argc - 2);
 	if (!strcmp(cmd, "fail") && argc >= 3) {
 		fail_n = atoi(argv[1]);
 		fail_injected = 0;

@@ -95,9 +95,10 @@ def parse_gpu_spec(spec):
     return chip, int(mib or 256) * MIB
 
 
-def build_initramfs(workdir, modules, scenarios, cmdline_env, bins=()):
+def build_initramfs(workdir, modules, scenarios, cmdline_env, bins=(), scripts=()):
     root = os.path.join(workdir, "initramfs")
-    for d in ("bin", "sbin", "dev", "proc", "sys", "tmp", "lib/modules", "scenarios", "etc"):
+    for d in ("bin", "sbin", "dev", "proc", "sys", "tmp", "lib/modules", "scenarios", "etc",
+              "consumer"):
         os.makedirs(os.path.join(root, d), exist_ok=True)
     busybox = shutil.which("busybox") or "/bin/busybox"
     shutil.copy(busybox, os.path.join(root, "bin/busybox"))
@@ -105,6 +106,9 @@ def build_initramfs(workdir, modules, scenarios, cmdline_env, bins=()):
         shutil.copy(m, os.path.join(root, "lib/modules", os.path.basename(m)))
     for b in bins:
         shutil.copy(b, os.path.join(root, "bin", os.path.basename(b)))
+    # A consumer author's scripts (--script), run by the "consumer" scenario.
+    for sc in scripts:
+        shutil.copy(sc, os.path.join(root, "consumer", os.path.basename(sc)))
     for helper in ("lib.sh", "hostsync.sh"):
         shutil.copy(os.path.join(TESTS, "scenarios", helper), os.path.join(root, "scenarios", helper))
     for s in scenarios:
@@ -372,6 +376,14 @@ def main():
     ap.add_argument("--module", action="append", default=[], help="module to put in the initramfs")
     ap.add_argument("--scenario", action="append", default=[], help="tests/scenarios/NAME.sh to run")
     ap.add_argument("--bin", action="append", default=[], help="static program to put in /bin")
+    ap.add_argument("--script", action="append", default=[],
+                    help="a consumer author's script, run in the VM by the consumer scenario "
+                         "(tests/scenarios/consumer.sh) after nvrs is loaded")
+    ap.add_argument("--consumer-module", action="append", default=[],
+                    help="a consumer author's module: put in /lib/modules like --module, and "
+                         "unloaded by the consumer scenario if the scripts left it loaded")
+    ap.add_argument("--nvrs-params", default="",
+                    help="extra nvrs module parameters for the consumer scenario")
     ap.add_argument("--plugin", help="a QEMU TCG plugin and its arguments (\"lib.so,arg=...\")")
     ap.add_argument("--gpu", action="append", default=[], help="emulated GPU CHIP[:MiB] (default GH100, GA100)")
     ap.add_argument("--nvlink", action="store_true", help="declare an NVLink pair between GPU 0 and 1")
@@ -425,7 +437,16 @@ def main():
         # Knobs of the fuzz and soak scenarios pass through from the host.
         env.update({k: v for k, v in os.environ.items()
                     if k.startswith(("NVRS_FUZZ_", "NVRS_SOAK_"))})
-        initrd = build_initramfs(workdir, args.module, args.scenario, env, args.bin)
+        if args.script:
+            env["NVRS_CONSUMER_SCRIPTS"] = " ".join(os.path.basename(x) for x in args.script)
+            env["NVRS_CONSUMER_MODULES"] = " ".join(
+                os.path.basename(m).removesuffix(".ko").replace("-", "_")
+                for m in args.consumer_module)
+            env["NVRS_CONSUMER_PARAMS"] = args.nvrs_params
+            if "consumer" not in args.scenario:
+                args.scenario.append("consumer")
+        initrd = build_initramfs(workdir, args.module + args.consumer_module, args.scenario, env,
+                                 args.bin, args.script)
         cmd = qemu_command(args, args.kernel, initrd, gpus)
         start = time.time()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
