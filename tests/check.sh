@@ -13,7 +13,9 @@
 #      built: root-bus topology (devices across the host bridge), the two GPUs
 #      declaring an NVLink pair;
 #   6. VM, PCIe switch without an IOMMU: the p2p scenario on bus addresses;
-#   7. VM on the sanitizer kernel (KASAN, UBSAN, SLUB debugging, debug
+#   7. `make consumer` (tests/consumer-run.sh) with the worked example
+#      (examples/edu-peer), and with a script that must fail;
+#   8. VM on the sanitizer kernel (KASAN, UBSAN, SLUB debugging, debug
 #      objects, lockdep, kmemleak): every scenario, plus fault injection at
 #      every allocation of each path and a bounded fuzzer.
 #
@@ -152,6 +154,7 @@ meta "rustfmt --check of the module and the host crate" \
 for f in rust/helpers.c rust/helpers.h rust/bench_buddy.c include/nvrs.h \
 	include/nvrs_emu_identity.h include/uapi/nvrs.h rust/dmabuf.c \
 	tests/consumer/consumer.c tests/consumer/consumer.h tests/consumer/dmabuf.c \
+	examples/edu-peer/edu_peer.c \
 	tests/vm/tcg_profile/tb_count.c tests/vm/tcg_profile/qemu_plugin_api.h; do
 	meta "checkpatch $f" 'perl "$KSRC/scripts/checkpatch.pl" --no-tree --quiet -f "$ROOT/$f" >/dev/null'
 done
@@ -231,6 +234,36 @@ OWN_MODULES=1 vm rootbus-nvlink-dkms --module "$DKMS_KO" --module "$ROOT/tests/c
 	--topology root --nvlink --scenario probe --scenario topology "${KUNIT[@]}"
 vm switch-noiommu --topology switch --iommu off --scenario probe --scenario p2p \
 	--scenario dmabuf "${KUNIT[@]}"
+
+# The consumer test-bed, through the command a consumer author runs: the
+# worked example (examples/edu-peer) must pass, and a script that fails must
+# make the command fail.
+step "make consumer: the worked example, and a script that must fail"
+cp=0
+cf=0
+if make -s -C "$ROOT" consumer M="$ROOT/examples/edu-peer" \
+	SCRIPT="$ROOT/examples/edu-peer/test.sh" >"$OUT/consumer-example.txt" 2>&1 &&
+	grep -q '^consumer: PASS (' "$OUT/consumer-example.txt"; then
+	echo "ok - make consumer M=examples/edu-peer SCRIPT=examples/edu-peer/test.sh: $(tail -n1 "$OUT/consumer-example.txt")"
+	cp=$((cp + 1))
+else
+	tail -n 60 "$OUT/consumer-example.txt"
+	echo "not ok - make consumer of the worked example"
+	cf=$((cf + 1))
+fi
+cp "$OUT/consumer-console.log" "$OUT/consumer-example-console.log" 2>/dev/null || true
+if ! make -s -C "$ROOT" consumer M="$ROOT/examples/edu-peer" \
+	SCRIPT="$TESTS/data/consumer-must-fail.sh" >"$OUT/consumer-must-fail.txt" 2>&1 &&
+	grep -q '^consumer: FAIL (RESULT: [0-9]* passed, 1 failed' "$OUT/consumer-must-fail.txt" &&
+	grep -q 'not ok .* consumer-must-fail.sh exited with status 0' "$OUT/consumer-must-fail.txt"; then
+	echo "ok - make consumer with a failing script fails: $(tail -n1 "$OUT/consumer-must-fail.txt")"
+	cp=$((cp + 1))
+else
+	tail -n 60 "$OUT/consumer-must-fail.txt"
+	echo "not ok - make consumer with a failing script did not fail as it must"
+	cf=$((cf + 1))
+fi
+record "make consumer" $cp $cf
 
 # The sanitizer kernel (clang-built: KASAN with Rust needs it) and the module
 # built against it, in a copy of the tree so the check build stays as it is.
