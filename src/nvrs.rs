@@ -115,7 +115,7 @@ module! {
             default: 0,
             description: "Tests only: a mask of points where nvrs sleeps test_delay_ms, to widen \
                 removal races (1 = pin before its table is handed out, 2 = FREE before the \
-                release); 0 = none",
+                release, 4 = an exited owner's release in the exit work); 0 = none",
         },
         test_delay_ms: u32 {
             default: 0,

@@ -31,6 +31,9 @@ pub(crate) enum Point {
     /// `NVRS_IOCTL_FREE`, after the allocation was taken out of its VA space and before it is
     /// released.
     FreeRelease = 1 << 1,
+    /// The release of an exited owner's allocation in the exit work, after it was taken out
+    /// of its VA space and before it is released.
+    ExitRelease = 1 << 2,
 }
 
 impl Point {
@@ -38,6 +41,7 @@ impl Point {
         match self {
             Point::PinPublish => "pin-publish",
             Point::FreeRelease => "free-release",
+            Point::ExitRelease => "exit-release",
         }
     }
 }

@@ -69,9 +69,14 @@ use kernel::{
         },
         Arc,
         ArcBorrow,
+        CondVar,
         Mutex, //
     },
     task::Pid,
+    time::{
+        Instant,
+        Monotonic, //
+    },
     workqueue::{
         Work,
         WorkItem, //
@@ -560,6 +565,9 @@ pub(crate) struct VaInner {
     watch: Option<MmWatch>,
     /// The owner's address space is gone: no new allocations.
     dead: bool,
+    /// Allocations the exit work ([`VaSpace::release_all`]) has taken out and not yet released;
+    /// the last close waits for them ([`VaSpace::close`]).
+    releasing: u32,
 }
 
 impl VaInner {
@@ -581,6 +589,9 @@ pub(crate) struct VaSpace {
     /// queues it on nvrs's work queue; GPU removal flushes it, module exit drains it).
     #[pin]
     exit_work: Work<VaSpace>,
+    /// Signalled when [`VaInner::releasing`] drops to zero.
+    #[pin]
+    released: CondVar,
 }
 
 kernel::impl_has_work! {
@@ -694,8 +705,10 @@ impl VaSpace {
                     opens: 1,
                     watch: None,
                     dead: false,
+                    releasing: 0,
                 }, "VaSpace::inner"),
                 exit_work <- kernel::new_work!("VaSpace::exit_work"),
+                released <- kernel::new_condvar!("VaSpace::released"),
             }),
             GFP_KERNEL,
         )?;
@@ -767,13 +780,44 @@ impl VaSpace {
                     a.backing.mem.detach();
                     *va
                 });
-                va.and_then(|va| inner.allocs.remove_node(&va))
+                let node = va.and_then(|va| inner.allocs.remove_node(&va));
+                if node.is_some() {
+                    inner.releasing = inner.releasing.saturating_add(1);
+                }
+                node
             };
             // The node is freed here, outside the lock.
-            match node.map(|n| n.to_key_value().1) {
-                Some(a) => a.release_detached(),
-                None => break,
+            let Some(a) = node.map(|n| n.to_key_value().1) else {
+                break;
+            };
+            crate::testhook::delay(crate::testhook::Point::ExitRelease);
+            a.release_detached();
+            let mut inner = self.inner.lock();
+            inner.releasing = inner.releasing.saturating_sub(1);
+            if inner.releasing == 0 {
+                self.released.notify_all();
             }
+        }
+    }
+
+    /// Waits until the exit work has no allocation in flight, for at most
+    /// [`fb::REMOVAL_WAIT`]: the process's memory is back when its last file is closed (at
+    /// exit, before its parent sees it end), as when the release ran in the exiting thread. A
+    /// release held up longer (a consumer's free callback that does not return) is left to
+    /// finish on its own, with one dmesg line.
+    fn wait_released(&self) {
+        let since: Instant<Monotonic> = Instant::now();
+        let mut inner = self.inner.lock();
+        while inner.releasing != 0 {
+            if since.elapsed() >= fb::REMOVAL_WAIT {
+                pr_warn!(
+                    "process {}: its memory's release after exit still runs after {} ms; the memory comes back when it ends\n",
+                    self.owner.id_for_current().unwrap_or(0),
+                    fb::REMOVAL_WAIT.as_millis()
+                );
+                return;
+            }
+            inner = fb::wait_slice(&self.released, &self.inner, inner);
         }
     }
 
@@ -796,6 +840,7 @@ impl VaSpace {
         for a in doomed.values() {
             a.release_detached();
         }
+        self.wait_released();
     }
 
     /// Allocates `size` bytes on `gpu`, zeroed.

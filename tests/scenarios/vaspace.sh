@@ -36,4 +36,22 @@ check "  the child exits" sh -c "sleep 2"
 check "rmmod consumer" rmmod nvrs_consumer
 check_all_returned
 check "rmmod nvrs" rmmod nvrs
+
+# --- An exited owner's memory is back once it has exited --------------------
+# The release runs in the exit work; the last close (in the exiting task,
+# before its parent sees it end) waits for it. The test delay holds the exit
+# work's release 1500 ms after it took the allocation out, so a close that did
+# not wait would leave the next process ENOMEM (seen once in make check, after
+# the isolation scenario's hog exited).
+check "insmod nvrs (exit release delayed 1500 ms)" insmod $M/nvrs.ko emulated=1 \
+	test_delay_points=4 test_delay_ms=1500
+G1=$(nvrs_bound | sed -n 2p)
+FB1=$(fb_total "$G1")
+for i in 1 2 3; do
+	tool "round $i: a process fills all of GPU1 and exits" alloc A 1 "$FB1" \; fill A 0x0e11e11e
+	tool "  the next process gets all of GPU1 at once" alloc B 1 "$FB1" \; free B
+done
+check "  the exit work's release was delayed" sh -c "dmesg | grep -q 'test delay: 1500 ms at exit-release'"
+check_all_returned
+check "rmmod nvrs" rmmod nvrs
 done_testing
