@@ -16,6 +16,7 @@
  *                              (PID as this process's PID namespace sees it)
  *   alloc SLOT GPU SIZE [contig] [zero]
  *   free SLOT                  free the allocation in SLOT
+ *   many GPU N                 N allocations of 64 KiB on GPU, kept (no slot)
  *   freeva VA                  NVRS_IOCTL_FREE of a raw VA
  *   raw CMD HEX_ARG            an ioctl with an arbitrary number and pointer
  *   ctl TEXT                   write TEXT to the consumer, print its reply
@@ -56,6 +57,7 @@
  *   benchscrub GPU SIZE N      N x: allocate SIZE, map and touch it, time the
  *                              FREE (which scrubs it) against a memset of as
  *                              much pre-faulted system memory; best of N
+ *   benchwrite FILE TEXT       write TEXT to FILE, print the time it took
  *   mmap SLOT PROT SHARE       mmap all of SLOT with PROT (letters r, w, x)
  *                              and SHARE (shared or private), then unmap
  *   rdonly                     reopen /dev/nvrs read-only
@@ -1394,6 +1396,18 @@ static int run(int argc, char **argv)
 		close(w);
 		return ret;
 	}
+	if (!strcmp(cmd, "benchwrite") && argc == 3) {
+		int w = open(argv[1], O_WRONLY | O_CLOEXEC);
+		uint64_t t0;
+
+		if (w < 0)
+			return -errno;
+		t0 = now_ns();
+		ret = write(w, argv[2], strlen(argv[2])) < 0 ? -errno : 0;
+		printf("benchwrite ns %llu\n", (unsigned long long)(now_ns() - t0));
+		close(w);
+		return ret;
+	}
 	if (!strcmp(cmd, "anon") && argc == 3) {
 		int s = slot(argv[1]);
 		uint64_t size = parse_size(argv[2]);
@@ -1616,6 +1630,16 @@ static int run(int argc, char **argv)
 			printf(" %d:%u:%llu", u[i].pid, u[i].gpu,
 			       (unsigned long long)u[i].bytes);
 		printf("\n");
+	} else if (!strcmp(cmd, "many") && argc == 3) {
+		int k, n = atoi(argv[2]);
+
+		for (k = 0; k < n; k++) {
+			struct nvrs_alloc a = { .gpu = atoi(argv[1]), .size = 1 << 16 };
+
+			if (ioctl(fd, NVRS_IOCTL_ALLOC, &a))
+				return -errno;
+		}
+		printf("many gpu %s allocated %d\n", argv[1], n);
 	} else if (!strcmp(cmd, "alloc") && argc >= 4) {
 		struct nvrs_alloc a = {
 			.gpu = atoi(argv[2]), .size = parse_size(argv[3]),
