@@ -125,7 +125,7 @@ vm_fault_t nvrs_dmabuf_fault_rs(void *export, struct vm_fault *vmf,
 /* Implemented in Rust (src/topology/distance.rs). */
 void nvrs_topology_changed_rs(void);
 
-/* Implemented in Rust (src/vaspace/cpu_map.rs, src/vaspace/mod.rs). */
+/* Implemented in Rust (src/mem/cpu_map.rs, src/vaspace/mod.rs). */
 vm_fault_t nvrs_alloc_fault(void *alloc, struct vm_fault *vmf, u64 file_off);
 void nvrs_alloc_vma_open(void *alloc);
 void nvrs_alloc_vma_close(void *alloc);

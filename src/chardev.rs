@@ -5,7 +5,7 @@
 //! Every open file of a process shares that process's [`VaSpace`]. The ioctls list GPUs, give
 //! their stable statistics (`NVRS_IOCTL_GPU_STATS`, for tools), allocate and free GPU memory; `mmap` with the allocation's VA as the offset maps (a 64 KiB
 //! aligned part of) it for the CPU through the aperture, write-combined, filled on demand by the
-//! fault handler ([`crate::vaspace::cpu_map`]).
+//! fault handler ([`crate::mem::cpu_map`]).
 //!
 //! Only the process that opened the file may allocate, free or map through it (`-EPERM` for a
 //! child that inherited it), and allocating or freeing needs a file opened for writing
@@ -46,12 +46,12 @@ use kernel::{
 use crate::{
     gpu, helpers,
     hwref::P2P_PAGE_SIZE,
+    mem::Allocation,
     pmm::stats::RootKind,
     topology::Link,
     uapi,
     vaspace::{
         range::Span,
-        Allocation,
         VaSpace, //
     },
 };
@@ -197,7 +197,7 @@ impl NvrsFile {
         let g = gpu::by_index(a.gpu).ok_or(ENODEV)?;
         let span = self
             .vs
-            .alloc(g, a.size, a.flags & uapi::ALLOC_CONTIGUOUS != 0)?;
+            .alloc(&g, a.size, a.flags & uapi::ALLOC_CONTIGUOUS != 0)?;
         a.va = span.start();
         if let Err(e) = w.write(&a) {
             // The caller cannot learn the VA: do not leak the memory.
@@ -344,7 +344,7 @@ impl NvrsFile {
         if a.flags != 0 || a.fd != 0 {
             return Err(EINVAL);
         }
-        let fd = crate::dmabuf::export(&self.vs, a.va, a.size)?;
+        let fd = crate::dmabuf::export(a.va, a.size, |want| self.vs.find(want))?;
         a.fd = fd;
         // The descriptor is already installed: on a fault writing it back, the caller cannot
         // learn it, but closing it is the process's own business (as for any fd-returning
@@ -369,7 +369,7 @@ impl NvrsFile {
 fn record_mapping(a: &Allocation, inode: helpers::MappedInode) -> Result {
     // The allocation's lock is on the `nvidia_p2p_get_pages` path: no allocation under it.
     let mut st = crate::room::lock_with_room(|| a.state.lock(), |st| &mut st.mapped)?;
-    if st.released || a.backing.mem.is_gone() {
+    if st.released || a.mem().is_gone() {
         return Err(ENOENT);
     }
     st.touched = true;

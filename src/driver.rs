@@ -17,12 +17,13 @@
 //! # Removal
 //!
 //! [`NvrsDriver::unbind`] is the one place that tears a GPU down, top-down: mark its memory
-//! gone (nothing new is allocated, pinned or mapped), release its allocations in every VA space
-//! (CPU mappings removed, non-persistent pins revoked through their callbacks), then drain the
-//! pins left (waiting for callbacks already running elsewhere, unmapping persistent pins), and
-//! retire the memory manager if persistent pins still hold memory ([`crate::fb`]). Only then are
-//! the driver data, the registry entry and the mappings of the BARs dropped. Lower layers never
-//! reach up into this.
+//! gone (nothing new is allocated, pinned or mapped), release its allocations, walking the GPU's
+//! own list of them and taking each out of its owner's VA space (CPU mappings removed;
+//! [`crate::mem::allocation::release_gpu`]), then revoke and drain the pins left, in work items
+//! (free callbacks never run in the unbinding thread; persistent pins lose their DMA mappings),
+//! revoke the dma-buf exports, and retire the memory manager if persistent pins or pinned
+//! importers still hold memory ([`crate::mem::fb`]). Only then are the driver data, the registry
+//! entry and the mappings of the BARs dropped. Lower layers never reach up into this.
 
 use kernel::{
     debugfs,
@@ -57,10 +58,6 @@ use crate::{
         EmuError,
         EmuIdentity, //
     },
-    fb::{
-        FbDebugfs,
-        FbMemory, //
-    },
     gpu::{
         self,
         Aperture,
@@ -76,6 +73,10 @@ use crate::{
         Identity,
         PmcBoot0,
         PmcBoot42, //
+    },
+    mem::fb::{
+        FbDebugfs,
+        FbMemory, //
     },
     text::Size,
 };
@@ -179,8 +180,9 @@ impl pci::Driver for NvrsDriver {
                 Kind::Ivshmem => probe_emulated(pdev, aperture)?,
             };
             let name = CString::try_from(pdev.as_ref().name())?;
+            let index = gpu::free_index();
             let mem = match probed.backend {
-                Backend::Emulated => Some(emulated_memory(pdev, aperture, &probed)?),
+                Backend::Emulated => Some(emulated_memory(pdev, aperture, &probed, index)?),
                 // The usable framebuffer of a real GPU comes from its firmware, which nvrs
                 // does not boot yet: no memory is handed out.
                 Backend::Hardware => None,
@@ -203,13 +205,13 @@ impl pci::Driver for NvrsDriver {
                         .unwrap_or_else(|_| crate::topology::link::Endpoint::unknown(0)),
                     pdev: pdev.into(),
                     mem: mem.clone(),
-                    index: gpu::free_index(),
+                    index,
                 },
                 GFP_KERNEL,
             )?;
             let dir = gpu::debugfs_dir(pdev.as_ref().name())?;
             // Removal must be able to retire this GPU's memory without allocating.
-            crate::fb::reserve_retired(gpu::count() + 1)?;
+            crate::mem::fb::reserve_retired(gpu::count() + 1)?;
             let (chip, chipset) = (info.ident.chipset.name, info.ident.chipset.id);
             let file_data = info.clone();
             let compact_data = info.clone();
@@ -258,7 +260,7 @@ impl NvrsDriver {
         let since = Instant::<Monotonic>::now();
         let stuck = || crate::p2p::pin::stuck_on(mem).0;
         let mut idle = mem.set_gone_and_wait(since, stuck);
-        crate::vaspace::release_gpu(gpu);
+        crate::mem::allocation::release_gpu(mem);
         // Releases that others took out of a VA space before the walk above finish first:
         // until then their user mappings may still reach the aperture.
         idle = idle && mem.wait_idle(since, stuck);
@@ -273,7 +275,7 @@ impl NvrsDriver {
             dev_warn!(
                 pdev,
                 "gave up after {} ms on {} free callbacks, first of pin va {:#x} len {:#x} pid {}; its memory stays retired until the callback returns\n",
-                crate::fb::REMOVAL_WAIT.as_millis(),
+                crate::mem::fb::REMOVAL_WAIT.as_millis(),
                 stuck_pins,
                 h.va,
                 h.len,
@@ -299,7 +301,7 @@ impl NvrsDriver {
             );
         }
         if mem.held_bytes() != 0 {
-            crate::fb::retire(mem.clone());
+            crate::mem::fb::retire(mem.clone());
         }
     }
 }
@@ -311,13 +313,15 @@ fn emulated_memory(
     pdev: &pci::Device<Core<'_>>,
     aperture: Aperture,
     probed: &Probed,
+    index: u32,
 ) -> Result<Arc<FbMemory>> {
     let phys = aperture.phys + probed.fb.offset;
-    let (mem, held) = crate::fb::new_blocked(
+    let (mem, held) = crate::mem::fb::new_blocked(
         probed.ident.table,
         aperture.phys,
         probed.fb.offset,
         probed.fb.size,
+        index,
         probed.uuid,
     )
     .map_err(|e| {
@@ -360,7 +364,7 @@ fn write_compact(info: &Arc<GpuInfo>, reader: &mut kernel::uaccess::UserSliceRea
         return Err(EINVAL);
     }
     let mem = info.mem.as_ref().ok_or(ENODEV)?;
-    let r = crate::vaspace::compact::compact(mem, crate::pmm::compact::Goal::Contiguous(roots))?;
+    let r = crate::mem::compact::compact(mem, crate::pmm::compact::Goal::Contiguous(roots))?;
     dev_info!(
         info.pdev.as_ref(),
         "compaction for {} free roots: moved {} of {} planned chunks, {}\n",

@@ -25,7 +25,7 @@ use kernel::{
 };
 
 use crate::{
-    fb::FbMemory,
+    mem::fb::FbMemory,
     text::{
         Size,
         Uuid, //
@@ -292,6 +292,15 @@ impl Drop for Registered {
 /// The bound GPU with index `index`.
 pub(crate) fn by_index(index: u32) -> Option<Arc<GpuInfo>> {
     GPUS.lock().gpus.iter().find(|g| g.index == index).cloned()
+}
+
+/// The bound GPU whose memory `mem` is (none once it is unbound).
+pub(crate) fn of_mem(mem: &FbMemory) -> Option<Arc<GpuInfo>> {
+    GPUS.lock()
+        .gpus
+        .iter()
+        .find(|g| g.mem.as_deref().is_some_and(|m| core::ptr::eq(m, mem)))
+        .cloned()
 }
 
 /// Number of bound GPUs.

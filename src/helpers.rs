@@ -309,7 +309,7 @@ pub(crate) unsafe fn dma_unmap_mmio(peer: &PeerRef, dma: u64, size: u64) {
 
 /// Makes `vma` a fault-mapped, write-combined window on the allocation at `alloc`, never
 /// copied on fork, expanded, dumped or executable. The VMA takes over the reference `alloc`
-/// stands for (an `Arc::into_raw`); the VMA callbacks in [`crate::vaspace::cpu_map`] count it.
+/// stands for (an `Arc::into_raw`); the VMA callbacks in [`crate::mem::cpu_map`] count it.
 ///
 /// # Safety
 ///

@@ -6,7 +6,7 @@
 //! lockdep names after the static), so a lockdep report names it. A lock may be taken while
 //! holding only locks *above* it in this list:
 //!
-//! 1. `FbMemory::compacting`: one compaction per GPU at a time ([`crate::vaspace::compact`]);
+//! 1. `FbMemory::compacting`: one compaction per GPU at a time ([`crate::mem::compact`]);
 //!    taken with no other nvrs lock held (an allocation that compacts holds none).
 //! 2. `mmap_lock` of a process (the kernel's: held around `mmap` and page faults), and the
 //!    reservation lock (`dma_resv`) of an nvrs dma-buf (the dma-buf core holds it around
@@ -31,11 +31,11 @@
 //! (A pin's life-cycle state, `P2pPin::state`, is an atomic, not a lock.)
 //!
 //! Leaf locks, taken with nothing of the above held or only briefly under one of them, and
-//! taking nothing themselves: [`VA`](crate::vaspace::VA) (the GPU VA allocator; taken alone, or
+//! taking nothing themselves: [`VA`](crate::mem::va::VA) (the GPU VA allocator; taken alone, or
 //! under `mmap_lock` by a fault that drops the last reference on a just-released allocation),
 //! `CpuHandle::alloc` (what a CPU mapping refers to; taken by faults under `mmap_lock` and by
 //! release with no lock held), [`GPUS`](crate::gpu::GPUS) (the GPU registry),
-//! [`RETIRED`](crate::fb::RETIRED) (retired memory managers; their ranges are fixed at creation
+//! [`RETIRED`](crate::mem::fb::RETIRED) (retired memory managers; their ranges are fixed at creation
 //! and read without `FbMemory::pmm`), the quarantine ring
 //! ([`RING`](crate::p2p::quarantine::RING)) and its tombstones
 //! ([`TOMBS`](crate::p2p::quarantine::TOMBS); never held with `RING`), the remembered P2PDMA
@@ -43,7 +43,9 @@
 //! ([`DISTANCES`](crate::topology::distance::DISTANCES), a spinlock; the kernel is asked with it
 //! released; the PCI bus notifier empties it in process context, with no nvrs lock held and
 //! the kernel's locks of the hotplug above it: the bus notifier rwsem, the PCI rescan/remove lock)
-//! and `FbMemory::busy` (operations in flight on a
+//! `FbMemory::allocs` (a GPU's list of its allocations; taken alone, or under
+//! `FbMemory::compacting` by compaction's walk; dropping a list entry under it never drops an
+//! allocation's last reference) and `FbMemory::busy` (operations in flight on a
 //! GPU's memory; GPU removal sleeps on `FbMemory::idle` with it released).
 //!
 //! Rules that keep the order honest:
@@ -75,11 +77,12 @@
 //!   allocation, release or scrubbing is in flight (`FbMemory::enter`) before it walks the VA
 //!   spaces, pins and mappings. Pinning, mapping and faulting check `gone` under the lock the
 //!   walk takes for their collection (`Allocation::state`, `P2pPin::dma`), so nothing is added
-//!   behind the walk. An allocation leaves its VA space (FREE, VA-space teardown, the walk
-//!   itself) only with its release counted in `FbMemory::busy` under `VaSpace::inner`
-//!   (`FbMemory::detach`, never refused), and removal waits for those counts again after the
+//!   behind the walk. An allocation leaves its GPU's list only by a release or by the walk
+//!   itself, and its VA space (FREE, VA-space teardown) only with its release counted in
+//!   `FbMemory::busy` under `VaSpace::inner` (`FbMemory::detach`, never refused); the walk counts
+//!   each allocation it pops the same way, and removal waits for those counts again after the
 //!   walk, so a release the walk cannot see any more still finishes before the aperture goes.
 //!   The one exception: releases and revocations blocked in a consumer's free callback are
-//!   waited for at most [`REMOVAL_WAIT`](crate::fb::REMOVAL_WAIT) in all (counted under `PINS`,
+//!   waited for at most [`REMOVAL_WAIT`](crate::mem::fb::REMOVAL_WAIT) in all (counted under `PINS`,
 //!   with `FbMemory::busy` released); they touch the aperture no more afterwards and their memory
 //!   stays retired.

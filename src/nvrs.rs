@@ -43,12 +43,10 @@ mod aperture;
 mod bench;
 mod binding;
 mod chardev;
-mod copy;
 mod dmabuf;
 mod driver;
 mod emu_identity;
 mod exports;
-mod fb;
 mod gpu;
 mod helpers;
 #[path = "../hwref/mod.rs"]
@@ -56,6 +54,7 @@ mod hwref;
 mod kstorage;
 mod kunit;
 mod locking;
+mod mem;
 mod p2p;
 mod pmm;
 mod room;
@@ -159,9 +158,10 @@ struct ModuleState(());
 
 impl ModuleState {
     fn init() -> Result<Self> {
-        fb::init_retired();
+        mem::fb::init_retired();
         let va_size = u64::from(module_parameters::va_space_mib.value()) << 20;
-        vaspace::init_registry(va_size);
+        mem::va::init(va_size);
+        vaspace::init_registry();
         p2p::pin::init_registry();
         dmabuf::init_registry();
         p2p::quarantine::init()?;
@@ -187,10 +187,11 @@ impl Drop for ModuleState {
         // Queued VA-space teardowns finish first: they hold VA spaces and allocations.
         helpers::wq_fini();
         vaspace::fini_registry();
+        mem::va::fini();
         p2p::pin::fini_registry();
         dmabuf::fini_registry();
         p2p::quarantine::fini();
-        fb::fini_retired();
+        mem::fb::fini_retired();
     }
 }
 
@@ -288,7 +289,7 @@ fn write_bench(_: &(), reader: &mut kernel::uaccess::UserSliceReader) -> Result 
 fn render_p2p(_: &(), f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     p2p::pin::render(f)?;
     dmabuf::render(f)?;
-    vaspace::render_va(f)
+    mem::va::render(f)
 }
 
 fn render_p2p_profile(_: &(), f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {

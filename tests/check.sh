@@ -166,10 +166,15 @@ meta "checkpatch src/exports.c" \
 # NVIDIA's ABI requires its typedefs and uint*_t prototypes.
 meta "checkpatch include/nv-p2p.h" \
 	'perl "$KSRC/scripts/checkpatch.pl" --no-tree --quiet --ignore NEW_TYPEDEFS -f "$ROOT/include/nv-p2p.h" >/dev/null'
-# Layering: the per-GPU device layer never imports the VA-space / p2p layers
-# above it (the drawing is left in tests/out/imports.dot).
-meta "layering of src/ (device layer imports no upper layer)" \
-	'python3 "$TESTS/layering.py" "$OUT/imports.dot"'
+# Layering: the ordered layers of tests/layering.py (core < helpers < mem < gpu
+# < p2p/dmabuf < vaspace < chardev/driver), no module importing a higher one and
+# no import cycle (the drawing is left in tests/out/imports.dot); and the check
+# must fail on a tree with the p2p <-> vaspace cycle src/ had before src/mem/.
+meta "layering of src/: ordered layers, no import cycle (layering.py --strict)" \
+	'python3 "$TESTS/layering.py" --strict "$OUT/imports.dot"'
+meta "layering.py --strict fails on a tree with an import cycle (tests/data/layering-cycle)" \
+	'! NVRS_ROOT="$TESTS/data/layering-cycle" python3 "$TESTS/layering.py" --strict >"$OUT/layering-cycle.txt" &&
+	grep -q "^not ok - import cycle: p2p -> vaspace -> p2p" "$OUT/layering-cycle.txt"'
 record style "$mp" "$mf"
 
 # vm NAME ARGS...: one VM boot; adds its RESULT line to the totals.

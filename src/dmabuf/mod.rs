@@ -43,7 +43,7 @@
 //! wait until every *revocable* importer (one with an `invalidate_mappings` op) has unmapped.
 //! Pinned importers without that op cannot be told to stop: like a persistent `nvidia_p2p` pin,
 //! their mapping stays valid and the memory stays held until they release it; the GPU's memory
-//! manager is retired meanwhile ([`crate::fb::retire`]), so none of that memory is handed out
+//! manager is retired meanwhile ([`crate::mem::fb::retire`]), so none of that memory is handed out
 //! again, even to the GPU coming back.
 //!
 //! The waits for fences and unmaps are bounded: [`REVOKE_WAIT`] (10 s) for all the exports of
@@ -85,16 +85,15 @@ use kernel::{
 };
 
 use crate::{
-    fb::{
-        self,
-        FbMemory, //
-    },
     hwref::P2P_PAGE_SIZE,
-    vaspace::{
-        range::Span,
+    mem::{
+        fb::{
+            self,
+            FbMemory, //
+        },
         Allocation,
-        VaSpace, //
     },
+    vaspace::range::Span,
 };
 
 use ffi::{
@@ -159,15 +158,20 @@ pub(crate) fn fini_registry() {
     drop(tree);
 }
 
-/// Exports `[va, va + len)` of one of `vs`'s allocations as a dma-buf; returns its descriptor.
-pub(crate) fn export(vs: &VaSpace, va: u64, len: u64) -> Result<i32> {
+/// Exports `[va, va + len)` of the allocation `find` finds for it (in the caller's VA space) as
+/// a dma-buf; returns its descriptor.
+pub(crate) fn export(
+    va: u64,
+    len: u64,
+    find: impl FnOnce(&Span) -> Option<Arc<Allocation>>,
+) -> Result<i32> {
     if len == 0 || va % P2P_PAGE_SIZE != 0 || len % P2P_PAGE_SIZE != 0 {
         return Err(EINVAL);
     }
     let want = Span::new(va, len).ok_or(EINVAL)?;
-    let alloc = vs.find(&want).ok_or(ENOENT)?;
+    let alloc = find(&want).ok_or(ENOENT)?;
     let off = va - alloc.span.start();
-    let mem = alloc.backing.mem.clone();
+    let mem = alloc.mem().clone();
     // GPU removal waits until the export is registered, so its walk finds it.
     let _busy = mem.enter()?;
     let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
@@ -221,7 +225,7 @@ pub(crate) fn export(vs: &VaSpace, va: u64, len: u64) -> Result<i32> {
 impl Export {
     /// The export's GPU memory manager.
     fn mem(&self) -> &FbMemory {
-        &self.alloc.backing.mem
+        self.alloc.mem()
     }
 
     /// Stops holding the allocation's memory (once), which returns it if the allocation was
@@ -238,7 +242,7 @@ impl Export {
     /// The physically contiguous runs of the exported range, as `(CPU physical address,
     /// length)`, in order.
     fn phys_runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        let base = self.alloc.gpu.aperture.phys;
+        let base = self.alloc.mem().aperture_phys;
         let pages = (0..self.len / P2P_PAGE_SIZE).map(move |i| {
             self.alloc
                 .fb_offset_at(self.off + i * P2P_PAGE_SIZE)
@@ -275,7 +279,7 @@ impl Export {
         drop(st);
         if stuck {
             let waited = u32::try_from(since.elapsed().as_millis()).unwrap_or(u32::MAX);
-            dmabuf.report_stuck(self.alloc.gpu.index, waited, !fenced);
+            dmabuf.report_stuck(self.alloc.mem().index, waited, !fenced);
         }
         if unmapped && fenced {
             self.drop_hold();
@@ -288,9 +292,9 @@ impl Export {
 /// revocable importers to unmap (each export gets at least [`REVOKE_GRACE`]). Past it, the
 /// removal prints one line per export it gave up on (naming its dma-buf and the fence or the
 /// importer) and goes on: the export stays revoked and keeps holding its memory, so the GPU's
-/// memory manager stays retired ([`crate::fb::retire`]) until the last importer unmaps (or,
+/// memory manager stays retired ([`crate::mem::fb::retire`]) until the last importer unmaps (or,
 /// for a fence, until the dma-buf is released).
-pub(crate) const REVOKE_WAIT: Delta = crate::fb::REMOVAL_WAIT;
+pub(crate) const REVOKE_WAIT: Delta = crate::mem::fb::REMOVAL_WAIT;
 
 /// The least time an export's revocation waits, even once [`REVOKE_WAIT`] has passed.
 const REVOKE_GRACE: Delta = Delta::from_millis(100);
@@ -354,7 +358,7 @@ pub(crate) fn render(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         writeln!(
             f,
             "dmabuf gpu {} va {:#x} len {:#x} pid {} revoked {} holds {} mappings {} pinned_mappings {} pins {}",
-            e.alloc.gpu.index,
+            e.alloc.mem().index,
             e.alloc.span.start() + e.off,
             e.len,
             e.alloc.tgid,

@@ -27,6 +27,7 @@ use super::{
     Export, EXPORTS,
 };
 use crate::{
+    gpu,
     helpers::{
         self,
         Fault,
@@ -59,7 +60,8 @@ impl Export {
             return Err(EOPNOTSUPP);
         }
         let endpoint = helpers::peer_describe(&importer).map_err(|_| EOPNOTSUPP)?;
-        let (_, _, allowed) = topology::p2p_gate(&self.alloc.gpu, &endpoint);
+        let gpu = gpu::of_mem(self.mem()).ok_or(ENODEV)?;
+        let (_, _, allowed) = topology::p2p_gate(&gpu, &endpoint);
         if !allowed {
             return Err(EOPNOTSUPP);
         }
@@ -148,7 +150,7 @@ impl Export {
         };
         // SAFETY: `[phys, phys + 64 KiB)` is memory the export holds while `st` says so;
         // revocation removes the mapping after marking the export under this lock.
-        unsafe { fault.insert(piece, self.alloc.gpu.aperture.phys + fb, P2P_PAGE_SIZE) }
+        unsafe { fault.insert(piece, self.mem().aperture_phys + fb, P2P_PAGE_SIZE) }
     }
 }
 

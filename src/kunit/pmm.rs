@@ -10,7 +10,7 @@ mod tests {
     use kernel::prelude::*;
 
     use crate::{
-        fb, gpu,
+        gpu,
         hwref::{
             PMM_CHUNKS_DEFAULT,
             ROOT_CHUNK_SIZE,
@@ -18,6 +18,7 @@ mod tests {
             SZ_64K, //
         },
         kstorage::KernelStorage,
+        mem::fb,
         pmm::{
             transition,
             AllocFlags,
@@ -205,12 +206,13 @@ mod tests {
         let phys = 0x7f00_0000_0000;
         let uuid = [0xa5; 16];
         fb::reserve_retired(2)?;
-        let first = fb::FbMemory::new(table, phys, 0, ROOT_CHUNK_SIZE, [0x5a; 16], KVec::new())?;
+        let first = fb::FbMemory::new(table, phys, 0, ROOT_CHUNK_SIZE, 0, [0x5a; 16], KVec::new())?;
         let second = fb::FbMemory::new(
             table,
             phys,
             ROOT_CHUNK_SIZE,
             ROOT_CHUNK_SIZE,
+            1,
             uuid,
             KVec::new(),
         )?;
@@ -218,7 +220,7 @@ mod tests {
         second.add_held(SZ_64K);
         fb::retire(first.clone());
         fb::retire(second.clone());
-        let (new, held) = fb::new_blocked(table, phys, 0, 2 * ROOT_CHUNK_SIZE, uuid)?;
+        let (new, held) = fb::new_blocked(table, phys, 0, 2 * ROOT_CHUNK_SIZE, 2, uuid)?;
         let both = held == 2 * SZ_64K && new.blocked().is_err();
         first.sub_held(SZ_64K);
         let still = new.blocked().is_err();

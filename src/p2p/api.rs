@@ -9,6 +9,10 @@
 //! lookup keys ([`crate::p2p::pin`]): those are never dereferenced unless they name a live
 //! object. What remains `unsafe` is the consumer's side of the contract: out-parameters and
 //! `struct pci_dev` pointers must be valid.
+//!
+//! The two that pin, `nvidia_p2p_get_pages()` and `nvidia_p2p_get_pages_persistent()`, look the
+//! caller's VA up in its VA space, a layer above this one: their entry points are in
+//! [`crate::exports`] and call [`get_pages`] here with the lookup.
 
 use core::ffi::{
     c_int,
@@ -17,17 +21,22 @@ use core::ffi::{
 
 use kernel::{
     prelude::*,
-    sync::atomic::{
-        Atomic,
-        Relaxed, //
+    sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Arc,
     },
 };
 
 use crate::{
+    gpu,
     helpers::{
         self,
         PeerRef, //
     },
+    mem::Allocation,
     p2p::{
         abi,
         dma::DmaMapping,
@@ -44,9 +53,9 @@ use crate::{
         quarantine,
     },
     topology,
-    vaspace::{
-        self,
-        range::check_p2p_range, //
+    vaspace::range::{
+        check_p2p_range,
+        Span, //
     },
 };
 
@@ -60,28 +69,30 @@ fn nv_errno(e: Error) -> Error {
 }
 
 /// Converts a result to the C return convention.
-fn ret(r: Result) -> c_int {
+pub(crate) fn ret(r: Result) -> c_int {
     match r {
         Ok(()) => 0,
         Err(e) => nv_errno(e).to_errno(),
     }
 }
 
-/// Pins `[va, va + len)` of the calling process's GPU memory.
-fn get_pages(
+/// Pins `[va, va + len)` of the calling process's GPU memory, which `lookup` finds by VA (in
+/// the caller's VA space: the entry points are in [`crate::exports`], above the VA spaces).
+pub(crate) fn get_pages(
     va: u64,
     len: u64,
     out: *mut *mut abi::PageTable,
     persistent: bool,
     callback: abi::FreeCallback,
     data: *mut c_void,
+    lookup: impl FnOnce(&Span) -> Option<Arc<Allocation>>,
 ) -> Result {
     let span = check_p2p_range(va, len).map_err(|_| EINVAL)?;
     if out.is_null() || (!persistent && callback.is_none()) {
         return Err(EINVAL);
     }
     let mut sw = Stopwatch::start();
-    let alloc = vaspace::lookup_current(&span).ok_or(EINVAL)?;
+    let alloc = lookup(&span).ok_or(EINVAL)?;
     let offset = span.start() - alloc.span.start();
     sw.lap(Phase::Lookup);
     let req = PinRequest {
@@ -97,62 +108,6 @@ fn get_pages(
         // `nvidia_p2p_page_table_t *` of the caller.
         unsafe { out.write(table) }
     })
-}
-
-/// `nvidia_p2p_get_pages()`: a non-persistent pin; `free_callback` is mandatory.
-///
-/// # Safety
-///
-/// `page_table` must be null or valid for writing a pointer; `free_callback` and `data` must
-/// stay valid until the pin is put or the callback has returned.
-#[no_mangle]
-pub(crate) unsafe extern "C" fn nvidia_p2p_get_pages(
-    _p2p_token: u64,
-    _va_space: u32,
-    virtual_address: u64,
-    length: u64,
-    page_table: *mut *mut abi::PageTable,
-    free_callback: abi::FreeCallback,
-    data: *mut c_void,
-) -> c_int {
-    ret(get_pages(
-        virtual_address,
-        length,
-        page_table,
-        false,
-        free_callback,
-        data,
-    ))
-}
-
-/// `nvidia_p2p_get_pages_persistent()`: a pin that no free revokes.
-///
-/// # Safety
-///
-/// `page_table` must be null or valid for writing a pointer.
-#[no_mangle]
-pub(crate) unsafe extern "C" fn nvidia_p2p_get_pages_persistent(
-    virtual_address: u64,
-    length: u64,
-    page_table: *mut *mut abi::PageTable,
-    flags: u32,
-) -> c_int {
-    if flags & !abi::FLAGS_FORCE_BAR1_MAPPING != 0 {
-        return EINVAL.to_errno();
-    }
-    // FORCE_BAR1_MAPPING selects BAR1 over coherent memory on C2C platforms; on the PCIe GPUs
-    // nvrs drives it is not supported, as in NVIDIA's driver.
-    if flags & abi::FLAGS_FORCE_BAR1_MAPPING != 0 {
-        return ENOTSUPP.to_errno();
-    }
-    ret(get_pages(
-        virtual_address,
-        length,
-        page_table,
-        true,
-        None,
-        core::ptr::null_mut(),
-    ))
 }
 
 /// Ends the pin named by `(va, table)` after checking it is of the expected kind.
@@ -239,14 +194,16 @@ fn dma_map(
     // A stale table names no live pin: its memory is quarantined after use.
     let pin = pin::lookup(table as usize).ok_or(EINVAL)?;
     // Checked again under the pin's lock below; this keeps a departed aperture out of the IOMMU.
-    if pin.alloc.backing.mem.is_gone() {
+    if pin.alloc.mem().is_gone() {
         return Err(EINVAL);
     }
     // SAFETY: `peer` is non-null and, by the API contract, a valid `struct pci_dev`.
     let peer = unsafe { PeerRef::new(peer) }.ok_or(EINVAL)?;
     // A peer nvrs cannot place in the PCI hierarchy is not a valid peer.
     let endpoint = helpers::peer_describe(&peer).map_err(|_| EINVAL)?;
-    let (_, _, allowed) = topology::p2p_gate(&pin.alloc.gpu, &endpoint);
+    // Not bound any more: going away (checked above, again).
+    let gpu = gpu::of_mem(pin.alloc.mem()).ok_or(EINVAL)?;
+    let (_, _, allowed) = topology::p2p_gate(&gpu, &endpoint);
     if !allowed {
         return Err(ENOTSUPP);
     }
@@ -284,7 +241,7 @@ fn dma_map(
     };
     // A revocation (or the GPU's removal) that started meanwhile would miss this mapping:
     // refuse instead. Both tear mappings down under this lock.
-    if pin.state() != PinState::Live || pin.alloc.backing.mem.is_gone() {
+    if pin.state() != PinState::Live || pin.alloc.mem().is_gone() {
         return Err(EINVAL);
     }
     // Room was made above, under this lock hold.

@@ -58,11 +58,15 @@ use kernel::{
 };
 
 use crate::{
-    fb::{
-        FbMemory,
-        REMOVAL_WAIT, //
-    },
     hwref::P2P_PAGE_SIZE,
+    mem::{
+        allocation::Revoke,
+        fb::{
+            FbMemory,
+            REMOVAL_WAIT, //
+        },
+        Allocation,
+    },
     p2p::{
         abi,
         dma::DmaMapping,
@@ -73,7 +77,6 @@ use crate::{
         quarantine,
         table::TableMemory, //
     },
-    vaspace::Allocation,
 };
 
 /// Where a pin is in its life.
@@ -236,17 +239,33 @@ pub(crate) fn lookup(key: usize) -> Option<PinEntry> {
 }
 
 /// A live non-persistent pin of `alloc`, if one is left (release revokes them one by one).
-pub(crate) fn next_revocable(alloc: &Allocation) -> Option<PinEntry> {
+fn next_revocable(alloc: &Allocation) -> Option<PinEntry> {
     PINS.lock()
         .all()
         .find(|p| core::ptr::eq(&*p.alloc, alloc) && !p.req.persistent)
         .cloned()
 }
 
+/// What an allocation's release ends: its non-persistent pins, one at a time
+/// ([`crate::mem::Allocation::release_detached`]).
+pub(crate) struct Revoker;
+
+impl Revoke for Revoker {
+    fn revoke_one(&self, a: &Allocation) -> bool {
+        match next_revocable(a) {
+            Some(pin) => {
+                pin.revoke();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 /// Ends or disarms every pin on the memory of `mem`, whose GPU is going away, and waits for
 /// them; never allocates. Returns false if it gave up waiting (see below).
 ///
-/// Called by GPU removal after it released the GPU's allocations ([`crate::vaspace::release_gpu`]
+/// Called by GPU removal after it released the GPU's allocations ([`crate::mem::allocation::release_gpu`]
 /// leaves their pins here). A persistent pin loses its DMA mappings (the aperture is going away)
 /// and keeps its table and memory until it is put. A live non-persistent pin is revoked in a
 /// work item on nvrs's queue ([`P2pPin::removal`]), never in the unbinding thread: a consumer
@@ -380,7 +399,7 @@ pub(crate) fn count_on(mem: &FbMemory) -> usize {
 /// Renders `debugfs/nvrs/p2p`: the number of live pins, then one line per pin.
 pub(crate) fn render(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     // `RETIRED` is a leaf lock: read before `PINS` is taken.
-    let retired = crate::fb::retired_bytes();
+    let retired = crate::mem::fb::retired_bytes();
     let reg = PINS.lock();
     writeln!(f, "pins: {}", reg.all().count())?;
     writeln!(f, "revoked: {}", REVOKED.load(Relaxed))?;
@@ -391,7 +410,7 @@ pub(crate) fn render(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         writeln!(
             f,
             "gpu {} va {:#x} len {:#x} entries {} {} pid {} state {:?} mappings {} runs {}",
-            p.alloc.gpu.index,
+            p.alloc.mem().index,
             p.req.va,
             p.req.len,
             p.table.entries(),
@@ -507,13 +526,13 @@ impl PinEntry {
         publish: impl FnOnce(*mut abi::PageTable),
     ) -> Result {
         let entries = u32::try_from(req.len / P2P_PAGE_SIZE).map_err(|_| EINVAL)?;
-        let phys = alloc.gpu.aperture.phys;
+        let phys = alloc.mem().aperture_phys;
         let (entry, node, mut st) = loop {
             // Acquire: the pieces read below are at least as new as this count.
             let moves = alloc.moves.load(Acquire);
             // Everything a pin needs, allocated (or reused) before any lock below is taken.
             let (block, spare) = quarantine::reuse_pin();
-            let table = TableMemory::new(block, entries, &alloc.gpu.uuid, |i| {
+            let table = TableMemory::new(block, entries, &alloc.mem().uuid, |i| {
                 let off = req.offset + u64::from(i) * P2P_PAGE_SIZE;
                 alloc.fb_offset_at(off).map(|fb| phys + fb)
             })?;
@@ -543,7 +562,7 @@ impl PinEntry {
         let key = entry.table.key();
         // A concurrent release either finds `released` set first and refuses us, or waits for
         // this lock and then sees (and revokes) a pin its consumer already holds.
-        if st.released || alloc.backing.mem.is_gone() {
+        if st.released || alloc.mem().is_gone() {
             return Err(EINVAL);
         }
         // The peer may write the memory from now on: scrub it when it goes back.
@@ -589,25 +608,7 @@ impl PinEntry {
 
     /// Adds (or drops) one P2P pin on every chunk the pin covers.
     fn count_chunks(&self, add: bool) -> Result {
-        let pieces = self.alloc.pieces_at(self.pieces.clone());
-        let mut pmm = self.alloc.backing.mem.pmm.lock();
-        for (done, p) in pieces.iter().enumerate() {
-            let r = if add {
-                pmm.p2p_pin(p.id())
-            } else {
-                pmm.p2p_unpin(p.id())
-            };
-            if let Err(e) = r {
-                if add {
-                    // Undo the pins taken so far.
-                    for q in pieces.iter().take(done) {
-                        let _ = pmm.p2p_unpin(q.id());
-                    }
-                }
-                return Err(crate::fb::errno(e));
-            }
-        }
-        Ok(())
+        self.alloc.pin_pieces(self.pieces.clone(), add)
     }
 
     /// Tears down what the pin holds: DMA mappings, the registry entry, the chunk pins, the
@@ -631,7 +632,7 @@ impl PinEntry {
         // again; drop the module reference last.
         self.alloc.pin_gone();
         self.die();
-        self.alloc.backing.mem.pin_ended();
+        self.alloc.mem().pin_ended();
         if self.req.persistent {
             crate::helpers::module_put();
         }
@@ -665,7 +666,7 @@ impl PinEntry {
 
     /// Whether the pin is on the memory of `mem`.
     fn on(&self, mem: &FbMemory) -> bool {
-        core::ptr::eq(&*self.alloc.backing.mem, mem)
+        core::ptr::eq(&**self.alloc.mem(), mem)
     }
 
     /// [`Self::revoke`] of a pin found in the registry without its allocation's lock held. A

@@ -2,7 +2,7 @@
 
 //! A model of the pin / callback / put / free / unbind protocol, explored by `loom`.
 //!
-//! The model follows `src/p2p/pin.rs` and `src/vaspace/mod.rs` step by step, with `loom`'s
+//! The model follows `src/p2p/pin.rs` and `src/mem/allocation.rs` step by step, with `loom`'s
 //! mutexes, condition variables and atomics in place of the kernel's:
 //!
 //! * a pin's life-cycle state (`Live` → `Revoking` | `Putting` → `Dead`), an atomic claimed by

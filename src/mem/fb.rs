@@ -25,7 +25,9 @@
 use core::fmt;
 
 use kernel::{
-    debugfs, new_condvar, new_mutex,
+    debugfs,
+    list::List,
+    new_condvar, new_mutex,
     prelude::*,
     sync::{
         atomic::{
@@ -49,9 +51,12 @@ use kernel::{
 };
 
 use crate::{
-    copy::CopyEngine,
     hwref::ArchTable,
     kstorage::KernelStorage,
+    mem::{
+        copy::CopyEngine,
+        Allocation, //
+    },
     pmm::{
         Pmm,
         PmmError, //
@@ -90,14 +95,22 @@ pub(crate) struct FbMemory {
     blocked_by: KVec<Arc<FbMemory>>,
     /// The CPU physical range of the managed memory, fixed at creation (read without `pmm`).
     phys_range: (u64, u64),
+    /// The GPU's index (`NVRS_IOCTL_GPUS`), for display.
+    pub(crate) index: u32,
     /// The GPU's UUID (all zero if unknown): a GPU coming back after a rescan is the same GPU
     /// even if its aperture moved.
-    uuid: [u8; 16],
+    pub(crate) uuid: [u8; 16],
     /// How compaction copies this GPU's memory.
     pub(crate) copier: &'static dyn CopyEngine,
-    /// Serialises compactions of this GPU (each plans from the state it finds).
+    /// Serialises compactions of this GPU (each plans from the state it finds), and counts
+    /// them.
     #[pin]
-    pub(crate) compacting: Mutex<()>,
+    pub(crate) compacting: Mutex<u64>,
+    /// The allocations made of this memory and not yet released, in creation order: GPU
+    /// removal releases them ([`crate::mem::allocation::release_gpu`]) and compaction finds
+    /// the owners of the chunks it moves here, without looking at anything but this GPU's own.
+    #[pin]
+    pub(crate) allocs: Mutex<List<Allocation>>,
 }
 
 /// An operation in flight on a GPU's memory ([`FbMemory::enter`]).
@@ -238,12 +251,21 @@ pub(crate) fn new_blocked(
     aperture_phys: u64,
     fb_offset: u64,
     fb_size: u64,
+    index: u32,
     uuid: [u8; 16],
 ) -> Result<(Arc<FbMemory>, u64)> {
     let phys = aperture_phys.checked_add(fb_offset).ok_or(EINVAL)?;
     let blocked_by = retired_overlapping(phys, fb_size, &uuid)?;
     let held = blocked_by.iter().map(|m| m.held_bytes()).sum();
-    let mem = FbMemory::new(table, aperture_phys, fb_offset, fb_size, uuid, blocked_by)?;
+    let mem = FbMemory::new(
+        table,
+        aperture_phys,
+        fb_offset,
+        fb_size,
+        index,
+        uuid,
+        blocked_by,
+    )?;
     Ok((mem, held))
 }
 
@@ -255,6 +277,7 @@ impl FbMemory {
         aperture_phys: u64,
         fb_offset: u64,
         fb_size: u64,
+        index: u32,
         uuid: [u8; 16],
         blocked_by: KVec<Arc<FbMemory>>,
     ) -> Result<Arc<Self>> {
@@ -272,9 +295,11 @@ impl FbMemory {
                 held: Atomic::new(0),
                 blocked_by,
                 phys_range,
+                index,
                 uuid,
-                copier: &crate::copy::APERTURE_COPY,
-                compacting <- new_mutex!((), "FbMemory::compacting"),
+                copier: &crate::mem::copy::APERTURE_COPY,
+                compacting <- new_mutex!(0, "FbMemory::compacting"),
+                allocs <- new_mutex!(List::new(), "FbMemory::allocs"),
             }),
             GFP_KERNEL,
         )

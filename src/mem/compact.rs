@@ -13,7 +13,7 @@
 //!    (`begin_move`): no pin can be taken on it, and nobody else can free or split it.
 //! 3. The piece's CPU mappings are removed. The fault handler takes the same lock, so a CPU
 //!    access from now on waits, and after the move maps the new location.
-//! 4. The bytes are copied through the GPU's [`CopyEngine`](crate::copy::CopyEngine).
+//! 4. The bytes are copied through the GPU's [`CopyEngine`](crate::mem::copy::CopyEngine).
 //! 5. The piece points at the new chunk, the allocation's move counter is bumped (so a pin that
 //!    built its page table before the move notices, see [`crate::p2p::pin`]), the old chunk is
 //!    scrubbed and freed (`finish_move`).
@@ -21,26 +21,34 @@
 //! A move whose chunk or destination changed since the plan is skipped; the caller retries its
 //! request either way and reports what it got.
 //!
-//! Owners are found by walking the VA spaces (the memory manager keeps no back pointers): a
-//! batch of allocations at a time is taken under each VA space's lock, with no allocation under
-//! it, and moved with the lock dropped.
+//! Owners are found by walking the GPU's own list of allocations (the memory manager keeps no
+//! back pointers): a batch of allocations with planned moves at a time is taken under the
+//! list's lock, with no allocation under it, and moved with the lock dropped. Each compaction
+//! marks the allocations it looked at, so a batch starts where the last one ended however the
+//! list changed meanwhile.
 //!
 //! [`State::TempPinned`]: crate::pmm::State::TempPinned
 
 use kernel::{
     prelude::*,
     sync::{
-        atomic::Release,
+        atomic::{
+            Relaxed,
+            Release, //
+        },
         Arc, //
     },
 };
 
 use crate::{
-    fb::{
-        self,
-        FbMemory, //
-    },
     helpers,
+    mem::{
+        fb::{
+            self,
+            FbMemory, //
+        },
+        Allocation,
+    },
     pmm::{
         compact::{
             sort_by_key,
@@ -50,13 +58,9 @@ use crate::{
         },
         Zero,
     },
-    vaspace::{
-        Allocation,
-        VASPACES, //
-    },
 };
 
-/// Allocations taken out of a VA space per visit.
+/// Allocations taken from the GPU's list per visit.
 const BATCH: usize = 16;
 
 /// What a compaction did.
@@ -141,7 +145,10 @@ impl Allocation {
 
 /// Compacts `mem` until `goal` fits, as far as its movable memory allows.
 pub(crate) fn compact(mem: &Arc<FbMemory>, goal: Goal) -> Result<Report> {
-    let _one = mem.compacting.lock();
+    let mut one = mem.compacting.lock();
+    // This compaction's number: it marks the allocations it has looked at.
+    *one += 1;
+    let round = *one;
     // GPU removal waits for a compaction in flight.
     let _busy = mem.enter()?;
     // The plan's memory is allocated before the manager's lock is taken to plan.
@@ -161,39 +168,38 @@ pub(crate) fn compact(mem: &Arc<FbMemory>, goal: Goal) -> Result<Report> {
         planned: plan.len(),
         ..Report::default()
     };
-    let mut index = 0;
-    while report.moved < report.planned {
-        // The next VA space, without allocating under `VASPACES`.
-        let Some(vs) = VASPACES.lock().get(index).cloned() else {
-            break;
-        };
-        index += 1;
-        let mut next_va = 0u64;
-        loop {
-            let mut batch: [Option<Arc<Allocation>>; BATCH] = Default::default();
-            let mut n = 0;
-            vs.for_each_from(next_va, |a| {
-                if !core::ptr::eq(&*a.backing.mem, &**mem) || a.planned(plan).next().is_none() {
-                    return true;
-                }
-                if let Some(slot) = batch.get_mut(n) {
-                    *slot = Some(a.clone());
-                    n += 1;
-                }
-                next_va = a.span.end();
-                n < BATCH
-            });
-            if n == 0 {
+    loop {
+        // The next allocations with planned moves that this compaction has not looked at,
+        // without allocating under the list's lock.
+        let mut batch: [Option<Arc<Allocation>>; BATCH] = Default::default();
+        let mut n = 0;
+        let mut more = false;
+        for a in mem.allocs.lock().iter() {
+            if a.compacted.load(Relaxed) == round {
+                continue;
+            }
+            if n == BATCH {
+                more = true;
                 break;
             }
-            for a in batch.iter().flatten() {
-                for (i, mv) in a.planned(plan) {
-                    if a.move_piece(i, mv).is_ok() {
-                        report.moved += 1;
-                        report.bytes += mv.size;
-                    }
+            a.compacted.store(round, Relaxed);
+            if a.planned(plan).next().is_some() {
+                if let Some(slot) = batch.get_mut(n) {
+                    *slot = Some(a.into());
+                    n += 1;
                 }
             }
+        }
+        for a in batch.iter().flatten() {
+            for (i, mv) in a.planned(plan) {
+                if a.move_piece(i, mv).is_ok() {
+                    report.moved += 1;
+                    report.bytes += mv.size;
+                }
+            }
+        }
+        if !more || report.moved >= report.planned {
+            break;
         }
     }
     mem.pmm

@@ -38,7 +38,7 @@ use kernel::{
 use crate::{
     helpers::Fault,
     hwref::P2P_PAGE_SIZE,
-    vaspace::Allocation, //
+    mem::Allocation, //
 };
 
 /// `VM_FAULT_SIGBUS`.
@@ -95,7 +95,7 @@ impl Allocation {
     /// the allocation is live.
     fn fault(&self, fault: &Fault, file_off: u64) -> u32 {
         let st = self.state.lock();
-        if st.released || self.backing.mem.is_gone() {
+        if st.released || self.mem().is_gone() {
             return SIGBUS;
         }
         let Some(off) = file_off.checked_sub(self.span.start()) else {
@@ -110,7 +110,7 @@ impl Allocation {
         unsafe {
             fault.insert(
                 self.span.start() + piece,
-                self.gpu.aperture.phys + fb,
+                self.mem().aperture_phys + fb,
                 P2P_PAGE_SIZE,
             )
         }

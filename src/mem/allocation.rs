@@ -1,0 +1,432 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The allocation object: GPU memory on one GPU at a range of GPU VAs, what holds it, and its
+//! release.
+//!
+//! An allocation is reachable from two places, neither of which it knows the type of: its
+//! process's VA index ([`Index`], [`crate::vaspace`]), by which its owner and
+//! `nvidia_p2p_get_pages()` find it, and its GPU's list of allocations ([`FbMemory::allocs`]),
+//! by which GPU removal and compaction find it in time proportional to the GPU's own
+//! allocations. What holds its memory past its release (persistent pins, dma-buf exports) is
+//! counted in its [`AllocState`]; the pins a release revokes are ended through the [`Revoke`]
+//! the releasing layer hands in, so that this layer never calls up into the ones built on it.
+
+use core::ops::Range;
+
+use kernel::{
+    list::{
+        AtomicTracker,
+        ListArc,
+        ListLinks,
+        TryNewListArc, //
+    },
+    new_mutex,
+    prelude::*,
+    sync::{
+        atomic::Atomic,
+        Arc,
+        Mutex, //
+    },
+    task::Pid,
+};
+
+use crate::{
+    helpers::{
+        self,
+        MappedInode, //
+    },
+    hwref::{
+        P2P_PAGE_SIZE,
+        ROOT_CHUNK_SIZE, //
+    },
+    mem::{
+        backing::{
+            alloc_backing,
+            Backing,
+            Piece, //
+        },
+        compact,
+        cpu_map::CpuHandle,
+        fb::{
+            self,
+            FbMemory, //
+        },
+        va::VA,
+    },
+    pmm::compact::Goal,
+    vaspace::range::{
+        RangeError,
+        Span, //
+    },
+};
+
+/// The index an allocation is reachable from by VA: its process's VA space
+/// ([`crate::vaspace`]), in a layer above this one.
+pub(crate) trait Index: Send + Sync {
+    /// Takes `a` out of the index if it is still there, so that its owner cannot find it any
+    /// more (GPU removal, which has already counted its release, [`FbMemory::detach`]).
+    fn take_out(&self, a: &Allocation);
+}
+
+/// Ends the pins a release revokes: the non-persistent `nvidia_p2p` pins ([`crate::p2p`]),
+/// which live in a layer above this one. The layer that releases an allocation hands it in.
+pub(crate) trait Revoke {
+    /// Revokes one live non-persistent pin of `a` (its free callback runs in this thread, with
+    /// no nvrs lock held, and it has ended when this returns); false if none is left. Never
+    /// allocates.
+    fn revoke_one(&self, a: &Allocation) -> bool;
+}
+
+/// Mutable state of an allocation.
+pub(crate) struct AllocState {
+    /// Released: unreachable, no new pins or mappings.
+    pub(crate) released: bool,
+    /// Live pins (persistent and not), counted; the pins themselves are in the pin registry
+    /// ([`crate::p2p::pin::PINS`]). Each holds the allocation.
+    pub(crate) pins: usize,
+    /// dma-bufs exported from the allocation that still hold its memory
+    /// ([`crate::dmabuf`]); like persistent pins, they keep it past release.
+    pub(crate) dmabufs: usize,
+    /// The device inodes the allocation is mapped through for the CPU (usually one; a second
+    /// device node is another inode), to remove the user mappings when it is released.
+    pub(crate) mapped: KVec<MappedInode>,
+    /// A CPU mapping or a pin could have written the memory: it is scrubbed when given back.
+    pub(crate) touched: bool,
+}
+
+impl AllocState {
+    /// Whether the memory is released and nothing holds it any more: then `Some`, with whether
+    /// it must be scrubbed ([`AllocState::touched`]) as it goes back.
+    fn unused(&self) -> Option<bool> {
+        (self.released && self.pins == 0 && self.dmabufs == 0).then_some(self.touched)
+    }
+}
+
+/// GPU memory at a range of GPU VAs.
+#[pin_data(PinnedDrop)]
+pub(crate) struct Allocation {
+    /// The VAs.
+    pub(crate) span: Span,
+    /// Owning process, for display.
+    pub(crate) tgid: Pid,
+    /// Physical backing.
+    pub(crate) backing: Backing,
+    /// Lifetime, pins and mappings.
+    #[pin]
+    pub(crate) state: Mutex<AllocState>,
+    /// Pieces moved by compaction so far (bumped under `state`): a reader that looked at the
+    /// pieces without the lock checks it did not change before it relies on what it read.
+    pub(crate) moves: Atomic<u64>,
+    /// What its CPU mappings hold ([`crate::mem::cpu_map`]); detached at release.
+    pub(crate) cpu: Arc<CpuHandle>,
+    /// The index its owner finds it in.
+    index: Arc<dyn Index>,
+    /// Its place in its GPU's list of allocations ([`FbMemory::allocs`]), from creation to
+    /// release.
+    #[pin]
+    links: ListLinks,
+    /// Whether that list holds it (it holds it once, as a [`ListArc`]).
+    #[pin]
+    listed: AtomicTracker,
+    /// The last compaction of its GPU that looked at it ([`crate::mem::compact`]).
+    pub(super) compacted: Atomic<u64>,
+}
+
+kernel::list::impl_list_arc_safe! {
+    impl ListArcSafe<0> for Allocation { tracked_by listed: AtomicTracker; }
+}
+
+kernel::list::impl_list_item! {
+    impl ListItem<0> for Allocation { using ListLinks { self.links }; }
+}
+
+impl Allocation {
+    /// Allocates `size` bytes of `mem`, zeroed, at fresh VAs, and makes the allocation
+    /// reachable: `insert` puts it into `index` (with no lock of this layer held). GPU removal
+    /// waits until that is done. If `insert` fails the allocation is released again.
+    pub(crate) fn create(
+        mem: &Arc<FbMemory>,
+        size: u64,
+        contiguous: bool,
+        index: Arc<dyn Index>,
+        insert: impl FnOnce(Arc<Allocation>) -> Result,
+    ) -> Result<Span> {
+        if size == 0 || size % P2P_PAGE_SIZE != 0 {
+            return Err(EINVAL);
+        }
+        // More than the GPU has can never succeed; refusing it here also keeps absurd sizes
+        // away from the metadata allocations below.
+        if size > mem.total_bytes() {
+            return Err(ENOMEM);
+        }
+        mem.blocked()?;
+        // GPU removal waits until this allocation is in its GPU's list and its index (or given
+        // back).
+        let _busy = mem.enter()?;
+        let mut backing = match alloc_backing(mem, size, contiguous) {
+            // Enough bytes are free, in the wrong places: compact, then try once more.
+            Err(e) if e == ENOMEM && crate::compact_on_alloc() && mem.free_bytes() >= size => {
+                let roots = u32::try_from(size.div_ceil(ROOT_CHUNK_SIZE))?;
+                let goal = if contiguous {
+                    Goal::Contiguous(roots)
+                } else {
+                    Goal::Roots(roots)
+                };
+                compact::compact(mem, goal).map_err(|_| ENOMEM)?;
+                alloc_backing(mem, size, contiguous)?
+            }
+            r => r?,
+        };
+        // Scrub before the memory is reachable, with no lock held (this may be GiBs). On any
+        // failure below, dropping `backing` returns the chunks.
+        backing.scrub()?;
+        let span = VA.lock().alloc(size).map_err(|e| match e {
+            RangeError::NoMemory | RangeError::Exhausted => ENOMEM,
+            RangeError::Invalid => EINVAL,
+        })?;
+        let cpu = match CpuHandle::new() {
+            Ok(cpu) => cpu,
+            Err(e) => {
+                let _ = VA.lock().free(span.start());
+                return Err(e);
+            }
+        };
+        // On failure the initialised fields are dropped: `backing` returns the chunks; the VAs
+        // are freed below.
+        let a = Arc::pin_init(
+            try_pin_init!(Allocation {
+                span,
+                tgid: helpers::current_tgid(),
+                backing,
+                state <- new_mutex!(AllocState {
+                    released: false,
+                    pins: 0,
+                    dmabufs: 0,
+                    mapped: KVec::new(),
+                    touched: false,
+                }, "Allocation::state"),
+                moves: Atomic::new(0),
+                cpu,
+                index,
+                links <- ListLinks::new(),
+                listed <- AtomicTracker::new(),
+                compacted: Atomic::new(0),
+            }),
+            GFP_KERNEL,
+        );
+        let a = match a {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = VA.lock().free(span.start());
+                return Err(e);
+            }
+        };
+        // Every path below releases the allocation or makes it reachable (and so released
+        // later), which detaches it again.
+        a.cpu.attach(a.clone());
+        match ListArc::try_from_arc(a.clone()) {
+            Ok(listed) => mem.allocs.lock().push_back(listed),
+            // Cannot happen: nothing else made a `ListArc` of the new allocation.
+            Err(_) => {
+                a.release();
+                return Err(EINVAL);
+            }
+        }
+        insert(a.clone()).inspect_err(|_| a.release())?;
+        Ok(span)
+    }
+
+    /// The memory of the allocation's GPU.
+    pub(crate) fn mem(&self) -> &Arc<FbMemory> {
+        &self.backing.mem
+    }
+
+    /// The framebuffer offset backing the allocation-relative offset `off`.
+    pub(crate) fn fb_offset_at(&self, off: u64) -> Option<u64> {
+        let (i, within) = self.backing.layout.locate(off)?;
+        let p = self.backing.pieces.get(usize::try_from(i).ok()?)?;
+        Some(p.fb_offset() + within)
+    }
+
+    /// The indexes of the pieces that back `[off, off + len)` of the allocation (empty if the
+    /// range is empty or outside). They never change: compaction moves what a piece holds,
+    /// not which piece holds an offset.
+    pub(crate) fn piece_range(&self, off: u64, len: u64) -> Range<usize> {
+        let r = self.backing.layout.pieces_in(off, len);
+        match (usize::try_from(r.start), usize::try_from(r.end)) {
+            (Ok(s), Ok(e)) => s..e,
+            _ => 0..0,
+        }
+    }
+
+    /// The pieces at the indexes `r` (empty if outside).
+    pub(crate) fn pieces_at(&self, r: Range<usize>) -> &[Piece] {
+        self.backing.pieces.get(r).unwrap_or(&[])
+    }
+
+    /// Releases an allocation that never left its index (it could not be inserted): as
+    /// [`Allocation::release_detached`], counted now. It has no pins yet.
+    fn release(&self) {
+        self.backing.mem.detach();
+        self.release_in(self.backing.mem.adopt(), None);
+    }
+
+    /// Releases an allocation its owner took out of its index (`NVRS_IOCTL_FREE`, the VA
+    /// space's teardown), whose release was counted then ([`FbMemory::detach`]): removes its
+    /// user CPU mappings (later accesses fault), revokes its non-persistent pins through
+    /// `pins` (their callbacks run here, with no nvrs lock held), and returns the memory unless
+    /// a persistent pin or a dma-buf holds it. GPU removal waits for it even if it got here
+    /// after the GPU started going away. Never allocates.
+    pub(crate) fn release_detached(&self, pins: &dyn Revoke) {
+        self.release_in(self.backing.mem.adopt(), Some(pins));
+    }
+
+    /// [`Allocation::release_detached`] by GPU removal: the allocation's pins are left to
+    /// [`crate::p2p::pin::drain_gpu`], which revokes them in work items, so that no free callback
+    /// runs in the unbinding thread. The memory goes back when the last of them ends.
+    fn release_removed(&self) {
+        self.release_in(self.backing.mem.adopt(), None);
+    }
+
+    fn release_in(&self, _busy: fb::InFlight<'_>, pins: Option<&dyn Revoke>) {
+        let mapped = {
+            let mut st = self.state.lock();
+            if st.released {
+                return;
+            }
+            // From here `mmap`, the fault handler and pinning refuse the allocation, so the zap
+            // below removes every mapping there will ever be.
+            st.released = true;
+            for inode in st.mapped.iter() {
+                inode.zap(self.span.start(), self.span.len());
+            }
+            core::mem::take(&mut st.mapped)
+        };
+        // The inode references go now, not with the last pin or VMA.
+        drop(mapped);
+        // Out of the GPU's list (GPU removal may have taken it out already). Never the last
+        // reference: the caller holds one.
+        // SAFETY: An allocation is only ever put into its own GPU's list (`create`).
+        let listed = unsafe { self.backing.mem.allocs.lock().remove(self) };
+        drop(listed);
+        // VMAs left behind keep only the handle: the allocation, its VAs and its pieces go once
+        // no pin or dma-buf holds it.
+        self.cpu.detach();
+        // One pin at a time, without allocating: a revoked pin is forgotten when it ends, and
+        // one being put concurrently is waited for.
+        if let Some(pins) = pins {
+            while self.state.lock().pins != 0 && pins.revoke_one(self) {}
+        }
+        self.give_back_if_unused();
+    }
+
+    /// Called by a pin when it ends: forgets it, and returns the memory if the allocation was
+    /// released and this was its last pin.
+    pub(crate) fn pin_gone(&self) {
+        let unused = {
+            let mut st = self.state.lock();
+            st.pins = st.pins.saturating_sub(1);
+            st.unused()
+        };
+        if let Some(touched) = unused {
+            self.backing.give_back(touched);
+        }
+    }
+
+    /// Holds the memory for a dma-buf export: counted, and pinned in the memory manager so that
+    /// compaction leaves every piece where importers map it. `-ENOENT` once released.
+    pub(crate) fn hold_for_dmabuf(&self) -> Result {
+        let mut st = self.state.lock();
+        if st.released || self.backing.mem.is_gone() {
+            return Err(ENOENT);
+        }
+        self.pin_pieces(self.piece_range(0, self.span.len()), true)?;
+        // Importers and CPU mappings of the dma-buf may write it.
+        st.touched = true;
+        st.dmabufs += 1;
+        Ok(())
+    }
+
+    /// Called by a dma-buf export when it stops holding the memory: returns the memory if the
+    /// allocation was released and nothing else holds it.
+    pub(crate) fn dmabuf_gone(&self) {
+        {
+            let mut st = self.state.lock();
+            st.dmabufs = st.dmabufs.saturating_sub(1);
+            if self
+                .pin_pieces(self.piece_range(0, self.span.len()), false)
+                .is_err()
+            {
+                pr_err!(
+                    "dma-buf hold of VA {:#x} was not pinned\n",
+                    self.span.start()
+                );
+            }
+        }
+        self.give_back_if_unused();
+    }
+
+    /// Adds (or drops) a memory-manager pin on each of the pieces at `r`; all or nothing when
+    /// adding. A pinned chunk is never moved by compaction.
+    pub(crate) fn pin_pieces(&self, r: Range<usize>, pin: bool) -> Result {
+        let pieces = self.pieces_at(r);
+        let mut pmm = self.backing.mem.pmm.lock();
+        for (done, p) in pieces.iter().enumerate() {
+            let r = if pin {
+                pmm.p2p_pin(p.id())
+            } else {
+                pmm.p2p_unpin(p.id())
+            };
+            if let Err(e) = r {
+                if pin {
+                    for q in pieces.iter().take(done) {
+                        let _ = pmm.p2p_unpin(q.id());
+                    }
+                }
+                return Err(fb::errno(e));
+            }
+        }
+        Ok(())
+    }
+
+    /// Returns the memory (once) if the allocation is released, unpinned and not held by a
+    /// dma-buf.
+    fn give_back_if_unused(&self) {
+        let unused = self.state.lock().unused();
+        if let Some(touched) = unused {
+            self.backing.give_back(touched);
+        }
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for Allocation {
+    fn drop(self: Pin<&mut Self>) {
+        // The memory went back at release (or goes back with `backing`, for an allocation that
+        // never became reachable). The VAs are reused only now that no pin, dma-buf or live
+        // CPU mapping refers to the allocation.
+        if VA.lock().free(self.span.start()).is_err() {
+            pr_err!("VA {:#x} was not allocated\n", self.span.start());
+        }
+    }
+}
+
+/// Releases every allocation on the GPU of `mem` (it is going away), in time proportional to
+/// their number: each is taken out of the GPU's list, then out of its owner's index, and
+/// released, one at a time and without allocating. Their user mappings are gone when this
+/// returns; their pins are left to [`crate::p2p::pin::drain_gpu`], so that no free callback
+/// runs here. Releases that others took out of an index before (a FREE, an owner's exit) are
+/// counted in the GPU's memory ([`FbMemory::detach`]) and waited for by the caller
+/// ([`FbMemory::wait_idle`]), within its bound.
+pub(crate) fn release_gpu(mem: &FbMemory) {
+    loop {
+        let next = mem.allocs.lock().pop_front();
+        let Some(a) = next.map(ListArc::into_arc) else {
+            break;
+        };
+        // Counted before it leaves the index, as any release of an allocation taken out of it.
+        mem.detach();
+        a.index.take_out(&a);
+        a.release_removed();
+    }
+}
