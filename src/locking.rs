@@ -19,10 +19,11 @@
 //!    [`REVOKE_WAIT`](crate::dmabuf::REVOKE_WAIT). Nothing below is taken under it.
 //! 5. [`VASPACES`](crate::vaspace::VASPACES): the registry of VA spaces.
 //! 6. `VaSpace::inner`: one process's allocations, its open count and its address-space watch.
-//! 7. `Allocation::state`: released flag, pins, mapped inodes. Held while the fault handler
-//!    inserts pages, while release removes user mappings (which takes the kernel's
-//!    `i_mmap_rwsem` and page-table locks below it), and while compaction moves one of the
-//!    allocation's pieces (removing its mappings, copying and scrubbing with it held).
+//! 7. `Allocation::state`: released flag, pins and the list of them, mapped inodes. Held
+//!    while the fault handler inserts pages, while release removes user mappings (which takes
+//!    the kernel's `i_mmap_rwsem` and page-table locks below it), and while compaction moves
+//!    one of the allocation's pieces (removing its mappings, copying and scrubbing with it
+//!    held).
 //! 8. [`PINS`](crate::p2p::pin::PINS): the registry of live pins.
 //! 9. `P2pPin::dma`: a pin's DMA mappings (`dma_map_resource` / `dma_unmap_resource` run
 //!    under it); threads waiting for the pin to die sleep on `P2pPin::done` with it.
@@ -35,8 +36,8 @@
 //! under `mmap_lock` by a fault that drops the last reference on a just-released allocation),
 //! `CpuHandle::alloc` (what a CPU mapping refers to; taken by faults under `mmap_lock` and by
 //! release with no lock held), [`GPUS`](crate::gpu::GPUS) (the GPU registry),
-//! [`RETIRED`](crate::mem::fb::RETIRED) (retired memory managers; their ranges are fixed at creation
-//! and read without `FbMemory::pmm`), the quarantine ring
+//! [`RETIRED`](crate::mem::fb::RETIRED) (retired memory managers; their ranges are fixed at
+//! creation and read without `FbMemory::pmm`), the quarantine ring
 //! ([`RING`](crate::p2p::quarantine::RING)) and its tombstones
 //! ([`TOMBS`](crate::p2p::quarantine::TOMBS); never held with `RING`), the remembered P2PDMA
 //! distances
@@ -65,11 +66,12 @@
 //!   `FbMemory::pin_ends`, which every pin bumps once it ended while its GPU was going away.
 //! * Nothing is allocated under a lock that `nvidia_p2p_get_pages()` takes (`VASPACES`,
 //!   `VaSpace::inner`, `Allocation::state`, `PINS`, `FbMemory::pmm` — the manager's own
-//!   metadata aside): registry nodes and pin objects are reserved before locking (allocated, or a spare an
-//!   ended pin left in the quarantine ring), page tables come from the quarantine ring
-//!   or are allocated with no lock held, an
-//!   allocation counts its pins instead of listing them, and `mmap` grows its list of mapped
-//!   inodes with the lock dropped. Zeroing (which may cover GiBs) runs with no lock held.
+//!   metadata aside): registry nodes and pin objects are reserved before locking (allocated,
+//!   or a spare an ended pin left in the quarantine ring), page tables come from the
+//!   quarantine ring or are allocated with no lock held, an allocation lists its pins
+//!   intrusively (their links are in the pin object, `mem::holder::Held`), and `mmap` grows
+//!   its list of mapped inodes with the lock dropped. Zeroing (which may cover GiBs) runs with
+//!   no lock held.
 //! * Teardown walks (GPU removal, VA-space teardown, pin draining) take one object out under the
 //!   locks, drop them, act on it, and start over: they never allocate and never call out while
 //!   holding a lock.
@@ -83,6 +85,6 @@
 //!   each allocation it pops the same way, and removal waits for those counts again after the
 //!   walk, so a release the walk cannot see any more still finishes before the aperture goes.
 //!   The one exception: releases and revocations blocked in a consumer's free callback are
-//!   waited for at most [`REMOVAL_WAIT`](crate::mem::fb::REMOVAL_WAIT) in all (counted under `PINS`,
-//!   with `FbMemory::busy` released); they touch the aperture no more afterwards and their memory
-//!   stays retired.
+//!   waited for at most [`REMOVAL_WAIT`](crate::mem::fb::REMOVAL_WAIT) in all (counted under
+//!   `PINS`, with `FbMemory::busy` released); they touch the aperture no more afterwards and
+//!   their memory stays retired.

@@ -7,15 +7,17 @@
 //! process's VA index ([`Index`], [`crate::vaspace`]), by which its owner and
 //! `nvidia_p2p_get_pages()` find it, and its GPU's list of allocations ([`FbMemory::allocs`]),
 //! by which GPU removal and compaction find it in time proportional to the GPU's own
-//! allocations. What holds its memory past its release (persistent pins, dma-buf exports) is
-//! counted in its [`AllocState`]; the pins a release revokes are ended through the [`Revoke`]
-//! the releasing layer hands in, so that this layer never calls up into the ones built on it.
+//! allocations. The `nvidia_p2p` pins on it are listed in its [`AllocState`] as [`Holder`]s,
+//! which its release revokes one at a time (or leaves, if persistent), so that this layer never
+//! names the layers built on it; dma-buf exports, which keep the memory past release, are
+//! counted there.
 
 use core::ops::Range;
 
 use kernel::{
     list::{
         AtomicTracker,
+        List,
         ListArc,
         ListLinks,
         TryNewListArc, //
@@ -51,6 +53,10 @@ use crate::{
             self,
             FbMemory, //
         },
+        holder::{
+            Held,
+            Holder, //
+        },
         va::VA,
     },
     pmm::compact::Goal,
@@ -68,22 +74,15 @@ pub(crate) trait Index: Send + Sync {
     fn take_out(&self, a: &Allocation);
 }
 
-/// Ends the pins a release revokes: the non-persistent `nvidia_p2p` pins ([`crate::p2p`]),
-/// which live in a layer above this one. The layer that releases an allocation hands it in.
-pub(crate) trait Revoke {
-    /// Revokes one live non-persistent pin of `a` (its free callback runs in this thread, with
-    /// no nvrs lock held, and it has ended when this returns); false if none is left. Never
-    /// allocates.
-    fn revoke_one(&self, a: &Allocation) -> bool;
-}
-
 /// Mutable state of an allocation.
 pub(crate) struct AllocState {
     /// Released: unreachable, no new pins or mappings.
     pub(crate) released: bool,
-    /// Live pins (persistent and not), counted; the pins themselves are in the pin registry
-    /// ([`crate::p2p::pin::PINS`]). Each holds the allocation.
+    /// Live pins (persistent and not), counted until each has ended; each holds the allocation.
     pub(crate) pins: usize,
+    /// The live pins not yet taken by a release: revocable ones at the front, persistent ones
+    /// at the back ([`crate::mem::holder`]).
+    holders: List<Held<dyn Holder>>,
     /// dma-bufs exported from the allocation that still hold its memory
     /// ([`crate::dmabuf`]); like persistent pins, they keep it past release.
     pub(crate) dmabufs: usize,
@@ -95,6 +94,16 @@ pub(crate) struct AllocState {
 }
 
 impl AllocState {
+    /// Records a new pin, made under the allocation's lock, once nothing can fail any more.
+    pub(crate) fn add_holder(&mut self, h: ListArc<Held<dyn Holder>>) {
+        if h.is_persistent() {
+            self.holders.push_back(h);
+        } else {
+            self.holders.push_front(h);
+        }
+        self.pins += 1;
+    }
+
     /// Whether the memory is released and nothing holds it any more: then `Some`, with whether
     /// it must be scrubbed ([`AllocState::touched`]) as it goes back.
     fn unused(&self) -> Option<bool> {
@@ -201,6 +210,7 @@ impl Allocation {
                 state <- new_mutex!(AllocState {
                     released: false,
                     pins: 0,
+                    holders: List::new(),
                     dmabufs: 0,
                     mapped: KVec::new(),
                     touched: false,
@@ -268,27 +278,27 @@ impl Allocation {
     /// [`Allocation::release_detached`], counted now. It has no pins yet.
     fn release(&self) {
         self.backing.mem.detach();
-        self.release_in(self.backing.mem.adopt(), None);
+        self.release_in(self.backing.mem.adopt(), true);
     }
 
     /// Releases an allocation its owner took out of its index (`NVRS_IOCTL_FREE`, the VA
     /// space's teardown), whose release was counted then ([`FbMemory::detach`]): removes its
-    /// user CPU mappings (later accesses fault), revokes its non-persistent pins through
-    /// `pins` (their callbacks run here, with no nvrs lock held), and returns the memory unless
-    /// a persistent pin or a dma-buf holds it. GPU removal waits for it even if it got here
-    /// after the GPU started going away. Never allocates.
-    pub(crate) fn release_detached(&self, pins: &dyn Revoke) {
-        self.release_in(self.backing.mem.adopt(), Some(pins));
+    /// user CPU mappings (later accesses fault), revokes its non-persistent pins (their
+    /// callbacks run here, with no nvrs lock held), and returns the memory unless a persistent
+    /// pin or a dma-buf holds it. GPU removal waits for it even if it got here after the GPU
+    /// started going away. Never allocates.
+    pub(crate) fn release_detached(&self) {
+        self.release_in(self.backing.mem.adopt(), true);
     }
 
     /// [`Allocation::release_detached`] by GPU removal: the allocation's pins are left to
     /// [`crate::p2p::pin::drain_gpu`], which revokes them in work items, so that no free callback
     /// runs in the unbinding thread. The memory goes back when the last of them ends.
     fn release_removed(&self) {
-        self.release_in(self.backing.mem.adopt(), None);
+        self.release_in(self.backing.mem.adopt(), false);
     }
 
-    fn release_in(&self, _busy: fb::InFlight<'_>, pins: Option<&dyn Revoke>) {
+    fn release_in(&self, _busy: fb::InFlight<'_>, revoke: bool) {
         let mapped = {
             let mut st = self.state.lock();
             if st.released {
@@ -312,22 +322,40 @@ impl Allocation {
         // VMAs left behind keep only the handle: the allocation, its VAs and its pieces go once
         // no pin or dma-buf holds it.
         self.cpu.detach();
-        // One pin at a time, without allocating: a revoked pin is forgotten when it ends, and
-        // one being put concurrently is waited for.
-        if let Some(pins) = pins {
-            while self.state.lock().pins != 0 && pins.revoke_one(self) {}
+        // One pin at a time, without allocating: each is taken off the list under the lock and
+        // revoked without it; one being put concurrently is waited for. Pins created from now
+        // on are refused (`released`).
+        while let Some(h) = revoke.then(|| self.next_revocable()).flatten() {
+            h.revoke();
         }
         self.give_back_if_unused();
     }
 
+    /// Takes the next non-persistent pin off the list of holders, if one is left.
+    fn next_revocable(&self) -> Option<Arc<Held<dyn Holder>>> {
+        let mut st = self.state.lock();
+        let h = st.holders.pop_front()?;
+        if h.is_persistent() {
+            // Only persistent ones are left (they are kept at the back).
+            st.holders.push_front(h);
+            return None;
+        }
+        Some(h.into_arc())
+    }
+
     /// Called by a pin when it ends: forgets it, and returns the memory if the allocation was
     /// released and this was its last pin.
-    pub(crate) fn pin_gone(&self) {
-        let unused = {
+    pub(crate) fn pin_gone(&self, pin: &Held<dyn Holder>) {
+        let (listed, unused) = {
             let mut st = self.state.lock();
+            // SAFETY: A pin is only ever listed as a holder of its own allocation
+            // (`AllocState::add_holder`); a release may have taken it off already.
+            let listed = unsafe { st.holders.remove(pin) };
             st.pins = st.pins.saturating_sub(1);
-            st.unused()
+            (listed, st.unused())
         };
+        // Never the last reference to the pin: the caller holds one.
+        drop(listed);
         if let Some(touched) = unused {
             self.backing.give_back(touched);
         }

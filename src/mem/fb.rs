@@ -320,10 +320,11 @@ impl FbMemory {
         self.wait_idle(since, stuck)
     }
 
-    /// Waits until no operation is in flight: GPU removal, after it walked the VA spaces, for
-    /// the releases of allocations others took out of them ([`Self::detach`]). Gives up (returns
-    /// false) once [`REMOVAL_WAIT`] has passed since `since` and every operation still in flight is a release
-    /// blocked in a consumer's free callback (`stuck()` counts those callbacks). Such a release
+    /// Waits until no operation is in flight: GPU removal, after it walked the GPU's
+    /// allocations, for the releases of allocations others took out of their VA spaces
+    /// ([`Self::detach`]). Gives up (returns false) once [`REMOVAL_WAIT`] has passed since
+    /// `since` and every operation still in flight is a release blocked in a consumer's free
+    /// callback (`stuck()` counts those callbacks). Such a release
     /// touches the aperture no more once it goes on ([`Self::enter`] refuses it, so its memory
     /// goes back unscrubbed), and the memory its pin holds keeps the manager retired; any other
     /// operation (allocating, scrubbing) is always waited for. The lock is dropped while

@@ -49,7 +49,8 @@
 //!
 //! * [`fb`]: a GPU's memory manager, its removal bookkeeping and retired managers;
 //! * [`backing`]: an allocation's pieces, allocated, scrubbed and given back;
-//! * [`allocation`]: the allocation object, its release and what holds it;
+//! * [`allocation`]: the allocation object and its release;
+//! * [`holder`]: what holds an allocation's memory, as the allocation sees it;
 //! * [`va`]: the GPU VA allocator all allocations share;
 //! * [`cpu_map`]: CPU mappings by fault;
 //! * [`compact`]: compaction's mover, and [`copy`], the copy engine hook it moves bytes with.
@@ -64,6 +65,7 @@ pub(crate) mod compact;
 pub(crate) mod copy;
 pub(crate) mod cpu_map;
 pub(crate) mod fb;
+pub(crate) mod holder;
 pub(crate) mod va;
 
 pub(crate) use allocation::Allocation;

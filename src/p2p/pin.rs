@@ -30,6 +30,11 @@
 use core::{ffi::c_void, ops::Range};
 
 use kernel::{
+    list::{
+        AtomicTracker,
+        ListArc,
+        TryNewListArc, //
+    },
     prelude::*,
     rbtree::{
         RBTree,
@@ -52,6 +57,7 @@ use kernel::{
         Monotonic, //
     },
     workqueue::{
+        HasWork,
         Work,
         WorkItem, //
     },
@@ -60,10 +66,13 @@ use kernel::{
 use crate::{
     hwref::P2P_PAGE_SIZE,
     mem::{
-        allocation::Revoke,
         fb::{
             FbMemory,
             REMOVAL_WAIT, //
+        },
+        holder::{
+            Held,
+            Holder, //
         },
         Allocation,
     },
@@ -159,7 +168,31 @@ pub(crate) struct P2pPin {
     pub(crate) dma: Mutex<KVec<DmaMapping>>,
     /// Queues the pin's revocation by GPU removal ([`drain_gpu`]).
     #[pin]
-    removal: Work<P2pPin>,
+    removal: Work<Held<P2pPin>>,
+    /// Whether its allocation lists it among its holders ([`crate::mem::holder`]).
+    #[pin]
+    listed: AtomicTracker,
+}
+
+kernel::list::impl_list_arc_safe! {
+    impl ListArcSafe<0> for P2pPin { tracked_by listed: AtomicTracker; }
+}
+
+/// What the pinned allocation sees of the pin: its release revokes a non-persistent pin.
+impl Holder for P2pPin {
+    fn is_persistent(&self) -> bool {
+        self.req.persistent
+    }
+
+    fn revoke(&self) {
+        // Still registered, unless it is ending already (being put or revoked elsewhere): then
+        // wait for that, so that the memory is unpinned when the release goes on. The caller's
+        // reference keeps the pin from being reused meanwhile, and so its table's key.
+        match lookup(self.table.key()).filter(|e| core::ptr::eq(&e.pin.holder, self)) {
+            Some(entry) => entry.revoke(),
+            None => self.wait_dead(),
+        }
+    }
 }
 
 // SAFETY: `req.data` is the consumer's opaque cookie, only ever passed back to its callback, and
@@ -172,8 +205,8 @@ unsafe impl Sync for P2pPin {}
 /// A pin and the allocation it pins, as the registry holds them and lookups return them.
 #[derive(Clone)]
 pub(crate) struct PinEntry {
-    /// The pin.
-    pub(crate) pin: Arc<P2pPin>,
+    /// The pin (with its links in the allocation's list of holders).
+    pub(crate) pin: Arc<Held<P2pPin>>,
     /// The pinned allocation (kept alive by the pin).
     pub(crate) alloc: Arc<Allocation>,
 }
@@ -192,7 +225,7 @@ type Node = RBTreeNodeReservation<usize, PinEntry>;
 /// What an ended pin leaves for the next: its pin object, with no table and its DMA mappings
 /// gone, and its registry node. Kept by the quarantine ring ([`quarantine::park_pin`]).
 pub(crate) struct Spare {
-    pin: Pin<UniqueArc<P2pPin>>,
+    pin: Pin<UniqueArc<Held<P2pPin>>>,
     node: Node,
 }
 
@@ -238,35 +271,11 @@ pub(crate) fn lookup(key: usize) -> Option<PinEntry> {
     PINS.lock().pins.as_ref()?.get(&key).cloned()
 }
 
-/// A live non-persistent pin of `alloc`, if one is left (release revokes them one by one).
-fn next_revocable(alloc: &Allocation) -> Option<PinEntry> {
-    PINS.lock()
-        .all()
-        .find(|p| core::ptr::eq(&*p.alloc, alloc) && !p.req.persistent)
-        .cloned()
-}
-
-/// What an allocation's release ends: its non-persistent pins, one at a time
-/// ([`crate::mem::Allocation::release_detached`]).
-pub(crate) struct Revoker;
-
-impl Revoke for Revoker {
-    fn revoke_one(&self, a: &Allocation) -> bool {
-        match next_revocable(a) {
-            Some(pin) => {
-                pin.revoke();
-                true
-            }
-            None => false,
-        }
-    }
-}
-
 /// Ends or disarms every pin on the memory of `mem`, whose GPU is going away, and waits for
 /// them; never allocates. Returns false if it gave up waiting (see below).
 ///
-/// Called by GPU removal after it released the GPU's allocations ([`crate::mem::allocation::release_gpu`]
-/// leaves their pins here). A persistent pin loses its DMA mappings (the aperture is going away)
+/// Called by GPU removal after it released the GPU's allocations
+/// ([`crate::mem::allocation::release_gpu`] leaves their pins here). A persistent pin loses its DMA mappings (the aperture is going away)
 /// and keeps its table and memory until it is put. A live non-persistent pin is revoked in a
 /// work item on nvrs's queue ([`P2pPin::removal`]), never in the unbinding thread: a consumer
 /// whose free callback blocks holds up its own pin only. Then this waits until no pin on the
@@ -335,15 +344,26 @@ pub(crate) fn drain_gpu(mem: &FbMemory, since: Instant<Monotonic>) -> bool {
     }
 }
 
-kernel::impl_has_work! {
-    impl HasWork<P2pPin> for P2pPin { self.removal }
+// SAFETY: Both functions go through the same field, `holder.removal`, so they are inverses; the
+// field has the type `Work<Held<P2pPin>>`.
+unsafe impl HasWork<Held<P2pPin>> for Held<P2pPin> {
+    unsafe fn raw_get_work(ptr: *mut Self) -> *mut Work<Held<P2pPin>> {
+        // SAFETY: The caller promises that `ptr` points to a valid `Held<P2pPin>`.
+        unsafe { &raw mut (*ptr).holder.removal }
+    }
+
+    unsafe fn work_container_of(ptr: *mut Work<Held<P2pPin>>) -> *mut Self {
+        // SAFETY: The caller promises that `ptr` points to the `holder.removal` field of a
+        // `Held<P2pPin>`.
+        unsafe { kernel::container_of!(ptr, Self, holder.removal) }
+    }
 }
 
 /// The revocation of a pin by GPU removal ([`drain_gpu`]), run on nvrs's work queue.
-impl WorkItem for P2pPin {
-    type Pointer = Arc<P2pPin>;
+impl WorkItem for Held<P2pPin> {
+    type Pointer = Arc<Held<P2pPin>>;
 
-    fn run(this: Arc<P2pPin>) {
+    fn run(this: Arc<Held<P2pPin>>) {
         // The registry still holds the pin unless it ended meanwhile (put, or revoked by a
         // release); its table, and so its key, is this pin's as long as `this` holds it.
         let Some(entry) = lookup(this.table.key()).filter(|e| Arc::ptr_eq(&e.pin, &this)) else {
@@ -441,6 +461,7 @@ impl P2pPin {
             done <- kernel::new_condvar!("P2pPin::done"),
             dma <- kernel::new_mutex!(KVec::new(), "P2pPin::dma"),
             removal <- kernel::new_work!("P2pPin::removal"),
+            listed <- AtomicTracker::new(),
         })
     }
 
@@ -539,11 +560,12 @@ impl PinEntry {
             let (mut pin, node) = match spare {
                 Some(s) => (s.pin, s.node),
                 None => (
-                    UniqueArc::pin_init(P2pPin::empty(), GFP_KERNEL)?,
+                    UniqueArc::pin_init(Held::new(P2pPin::empty()), GFP_KERNEL)?,
                     Node::new(GFP_KERNEL)?,
                 ),
             };
             pin.as_mut()
+                .holder_mut()
                 .fill(table, req, alloc.piece_range(req.offset, req.len));
             let entry = PinEntry {
                 pin: pin.into(),
@@ -567,6 +589,12 @@ impl PinEntry {
         }
         // The peer may write the memory from now on: scrub it when it goes back.
         st.touched = true;
+        // The allocation lists the pin among its holders; made here so that nothing fails once
+        // the pin is registered.
+        let Ok(listed) = ListArc::try_from_arc(entry.pin.clone()) else {
+            // Cannot happen: an ended pin's list reference went when it ended.
+            return Err(EINVAL);
+        };
         // A persistent pin holds nvrs itself; taken first so that nothing fails once published.
         if req.persistent && !crate::helpers::module_get() {
             // nvrs is being unloaded.
@@ -599,7 +627,7 @@ impl PinEntry {
             undo_module(());
             return Err(e);
         }
-        st.pins += 1;
+        st.add_holder(listed);
         crate::testhook::delay(crate::testhook::Point::PinPublish);
         publish(key as *mut abi::PageTable);
         sw.lap(Phase::Publish);
@@ -630,7 +658,8 @@ impl PinEntry {
         sw.lap(Phase::PmmUnpin);
         // Forget the pin before waking waiters, so a revocation woken here does not find it
         // again; drop the module reference last.
-        self.alloc.pin_gone();
+        let held: &Held<dyn Holder> = &*self.pin;
+        self.alloc.pin_gone(held);
         self.die();
         self.alloc.mem().pin_ended();
         if self.req.persistent {
@@ -648,7 +677,7 @@ impl PinEntry {
         let (Some(mut pin), Some(node)) = (Arc::into_unique_or_drop(pin), node) else {
             return;
         };
-        let (block, rest) = pin.as_mut().project().table.take_block();
+        let (block, rest) = pin.as_mut().holder_mut().project().table.take_block();
         quarantine::park_pin(block, Spare { pin, node });
         drop(rest);
     }

@@ -13,7 +13,7 @@
 //! The allocations themselves, their isolation and their lifetime are the memory layer's
 //! ([`crate::mem`]); a VA space only finds them by VA and decides when its owner's go:
 //! `NVRS_IOCTL_FREE`, the last close and the owner's exit take an allocation out of the index
-//! and release it, revoking its non-persistent pins ([`crate::p2p::pin::Revoker`]). The
+//! and release it, which revokes its non-persistent pins. The
 //! exported `nvidia_p2p_get_pages()` finds allocations by VA in the calling process's VA space
 //! ([`lookup_current`]). GPU removal takes its GPU's allocations out of the VA spaces through
 //! [`Index`].
@@ -57,8 +57,11 @@ use crate::{
         self,
         MmWatch, //
     },
-    mem::{allocation::Index, fb, Allocation},
-    p2p::pin::Revoker,
+    mem::{
+        allocation::Index,
+        fb,
+        Allocation, //
+    },
 };
 
 use range::Span;
@@ -273,7 +276,7 @@ impl VaSpace {
                 break;
             };
             crate::testhook::delay(crate::testhook::Point::ExitRelease);
-            a.release_detached(&Revoker);
+            a.release_detached();
             let mut inner = self.inner.lock();
             inner.releasing = inner.releasing.saturating_sub(1);
             if inner.releasing == 0 {
@@ -320,7 +323,7 @@ impl VaSpace {
         // Stopping the watch waits for a running `owner_gone`; none can start afterwards.
         drop(watch);
         for a in doomed.values() {
-            a.release_detached(&Revoker);
+            a.release_detached();
         }
         self.wait_released();
     }
@@ -360,7 +363,7 @@ impl VaSpace {
         };
         let (_, a) = node.to_key_value();
         crate::testhook::delay(crate::testhook::Point::FreeRelease);
-        a.release_detached(&Revoker);
+        a.release_detached();
         Ok(())
     }
 
