@@ -58,6 +58,7 @@ use crate::{
         EmuError,
         EmuIdentity, //
     },
+    faults::Action,
     gpu::{
         self,
         Aperture,
@@ -144,6 +145,8 @@ pub(crate) struct NvrsGpu<'bound> {
     _info_file: debugfs::File<Arc<GpuInfo>>,
     #[pin]
     _compact_file: debugfs::File<Arc<GpuInfo>>,
+    #[pin]
+    _faults_file: debugfs::File<Arc<GpuInfo>>,
     _pmm_files: Option<Pin<KBox<FbDebugfs>>>,
     _dir: debugfs::Dir,
     _registered: Registered,
@@ -215,6 +218,7 @@ impl pci::Driver for NvrsDriver {
             let (chip, chipset) = (info.ident.chipset.name, info.ident.chipset.id);
             let file_data = info.clone();
             let compact_data = info.clone();
+            let faults_data = info.clone();
             let pmm_files = match &mem {
                 Some(m) => Some(KBox::pin_init(FbDebugfs::new(&dir, m), GFP_KERNEL)?),
                 None => None,
@@ -222,6 +226,12 @@ impl pci::Driver for NvrsDriver {
             Ok(try_pin_init!(NvrsGpu {
                 _info_file <- dir.read_callback_file(c"info", file_data, &render_info),
                 _compact_file <- dir.write_callback_file(c"compact", compact_data, &write_compact),
+                _faults_file <- dir.read_write_callback_file(
+                    c"faults",
+                    faults_data,
+                    &render_faults,
+                    &write_faults
+                ),
                 _pmm_files: pmm_files,
                 _dir: dir,
                 // Registered last of what can fail: once allocations can reach the GPU, probe
@@ -373,6 +383,41 @@ fn write_compact(info: &Arc<GpuInfo>, reader: &mut kernel::uaccess::UserSliceRea
         r.planned,
         Size(r.bytes)
     );
+    Ok(())
+}
+
+/// debugfs `faults`: the GPU's fault controls and what they did ([`crate::faults`]).
+fn render_faults(info: &Arc<GpuInfo>, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    match &info.mem {
+        Some(mem) => write!(f, "{}", *mem.faults.lock()),
+        None => writeln!(f, "no memory"),
+    }
+}
+
+/// debugfs `faults`: writing a command sets a fault control (logged once) or revokes the GPU's
+/// live non-persistent pins (`revoke now`); `-EINVAL` for anything else, which changes nothing.
+fn write_faults(info: &Arc<GpuInfo>, reader: &mut kernel::uaccess::UserSliceReader) -> Result {
+    let mut buf = [0u8; 96];
+    // A longer command would be cut into another one.
+    if reader.len() > buf.len() {
+        return Err(EINVAL);
+    }
+    let text = crate::text::written_text(reader, &mut buf)?;
+    let mem = info.mem.as_ref().ok_or(ENODEV)?;
+    match mem.set_faults(text).map_err(|_| EINVAL)? {
+        Action::None => dev_info!(info.pdev.as_ref(), "fault control: {}\n", text),
+        Action::RevokeNow => {
+            let n = crate::p2p::pin::revoke_on(mem);
+            let mut f = mem.faults.lock();
+            f.revoked = f.revoked.saturating_add(n);
+            drop(f);
+            dev_info!(
+                info.pdev.as_ref(),
+                "fault control: revoking {} live non-persistent pins\n",
+                n
+            );
+        }
+    }
     Ok(())
 }
 

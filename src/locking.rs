@@ -44,7 +44,9 @@
 //! ([`DISTANCES`](crate::topology::distance::DISTANCES), a spinlock; the kernel is asked with it
 //! released; the PCI bus notifier empties it in process context, with no nvrs lock held and
 //! the kernel's locks of the hotplug above it: the bus notifier rwsem, the PCI rescan/remove lock)
-//! `FbMemory::allocs` (a GPU's list of its allocations; taken alone, or under
+//! `FbMemory::faults` (a GPU's fault controls, [`crate::faults`]; taken alone, or under a
+//! dma-buf's reservation lock by attach and map), `FbMemory::allocs` (a GPU's list of its
+//! allocations; taken alone, or under
 //! `FbMemory::compacting` by compaction's walk; dropping a list entry under it never drops an
 //! allocation's last reference) and `FbMemory::busy` (operations in flight on a
 //! GPU's memory; GPU removal sleeps on `FbMemory::idle` with it released).

@@ -47,6 +47,7 @@ mod dmabuf;
 mod driver;
 mod emu_identity;
 mod exports;
+mod faults;
 mod gpu;
 mod helpers;
 #[path = "../hwref/mod.rs"]

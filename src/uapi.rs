@@ -118,7 +118,7 @@ pub(crate) struct Free {
 }
 
 /// `NVRS_GPU_STATS_VERSION`: version of [`GpuStats`] described here.
-pub(crate) const GPU_STATS_VERSION: u32 = 2;
+pub(crate) const GPU_STATS_VERSION: u32 = 3;
 /// `NVRS_CHUNK_SIZES`: entries of [`GpuStats::chunk_size`] and of each row of
 /// [`GpuStats::chunks`].
 pub(crate) const CHUNK_SIZES: usize = 4;
@@ -178,8 +178,14 @@ pub(crate) struct GpuStats {
     pub(crate) compactions: u64,
     /// Out: bytes they moved (version 2).
     pub(crate) compacted_bytes: u64,
+    /// Out: calls the GPU's fault controls made fail (version 3).
+    pub(crate) faults_injected: u64,
+    /// Out: pins the fault control `revoke now` revoked (version 3).
+    pub(crate) faults_revoked: u64,
+    /// Out: the BAR1 budget a fault control set, 0 if none (version 3).
+    pub(crate) bar1_budget: u64,
     /// Zero.
-    pub(crate) reserved: [u64; 5],
+    pub(crate) reserved: [u64; 2],
 }
 
 /// `struct nvrs_export_dmabuf`: `NVRS_IOCTL_EXPORT_DMABUF`.

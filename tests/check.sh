@@ -7,8 +7,8 @@
 #   2. build: nvrs.ko and the C consumer against the test kernel, warning-free;
 #   3. module metadata: modinfo fields and the GPL export in Module.symvers;
 #   4. VM, PCIe-switch topology: KUnit suites + scenarios (probe, topology,
-#      p2p, isolation, vaspace, dmabuf, compact, smi, removal), with two ivshmem
-#      devices nvrs must refuse;
+#      p2p, isolation, vaspace, dmabuf, compact, smi, removal, faults), with
+#      two ivshmem devices nvrs must refuse;
 #   5. the DKMS package built by `dkms build`, then a VM with the module it
 #      built: root-bus topology (devices across the host bridge), the two GPUs
 #      declaring an NVLink pair;
@@ -211,7 +211,7 @@ KUNIT=(--expect-suite nvrs_ident --expect-suite nvrs_emu_identity --expect-suite
 	--expect-suite nvrs_topology --expect-suite nvrs_pmm --expect-suite nvrs_task)
 vm switch --topology switch --bad-gpus --scenario probe --scenario topology --scenario p2p \
 	--scenario isolation --scenario vaspace --scenario dmabuf --scenario compact --scenario smi \
-	--scenario removal --scenario stale --timeout 900 \
+	--scenario removal --scenario stale --scenario faults --timeout 900 \
 	--files "$OUT/files" "${KUNIT[@]}"
 # The DKMS package: `dkms build` against the test kernel tree (Debian's dkms,
 # in a private tree), and the module it builds is the one the next VM loads.
@@ -277,9 +277,9 @@ if nvrs_build_sanitize; then
 	record "sanitizer kernel and build" 1 0
 	OWN_MODULES=1 vm sanitize --kernel "$(cat "$SAN/bzimage")" --append "slub_debug=FZPU" --mem 2048 \
 		--timeout 1500 --module "$SAN/nvrs.ko" --module "$SAN/tests/consumer/nvrs_consumer.ko" \
-		--bin "$OUT/nvrs-tool" --bin "$OUT/nvrs-fuzz" --topology switch \
+		--bin "$OUT/nvrs-tool" --bin "$OUT/nvrs-fuzz" --bin "$OUT/nvrs-smi" --topology switch \
 		--scenario probe --scenario topology --scenario p2p --scenario isolation --scenario vaspace \
-		--scenario dmabuf --scenario compact --scenario removal --scenario faultinject \
+		--scenario dmabuf --scenario compact --scenario removal --scenario faults --scenario faultinject \
 		--scenario fuzz "${KUNIT[@]}"
 	log=$OUT/vm-sanitize-console.log
 	SUMMARY+=("     fault injection: $(sed -n 's/.*nvrs-faultinject: points \([0-9]*\).*/\1/p' "$log" | tail -n1) injection points exercised")

@@ -111,7 +111,7 @@ struct nvrs_free {
 };
 
 /* Version of struct nvrs_gpu_stats this header describes. */
-#define NVRS_GPU_STATS_VERSION	2
+#define NVRS_GPU_STATS_VERSION	3
 /* Entries of nvrs_gpu_stats.chunk_size[] and of each row of chunks[][]. */
 #define NVRS_CHUNK_SIZES	4
 /* Rows of nvrs_gpu_stats.chunks[][]: the memory manager's chunk states. */
@@ -146,6 +146,11 @@ struct nvrs_free {
  * @dmabuf_mappings: out: importer mappings of them (version 2)
  * @compactions: out: compactions run on the GPU's memory (version 2)
  * @compacted_bytes: out: bytes they moved (version 2)
+ * @faults_injected: out: calls the GPU's fault controls (debugfs faults) made
+ *	fail (version 3)
+ * @faults_revoked: out: pins the fault control "revoke now" revoked (version 3)
+ * @bar1_budget: out: the BAR1 budget a fault control set, 0 if none
+ *	(version 3)
  * @reserved: zero
  *
  * debugfs keeps the detailed dumps; this is what tools such as nvidia-smi
@@ -172,7 +177,10 @@ struct nvrs_gpu_stats {
 	__u32 dmabuf_mappings;
 	__u64 compactions;
 	__u64 compacted_bytes;
-	__u64 reserved[5];
+	__u64 faults_injected;
+	__u64 faults_revoked;
+	__u64 bar1_budget;
+	__u64 reserved[2];
 };
 
 /**

@@ -33,6 +33,7 @@ use kernel::{
         atomic::{
             Acquire,
             Atomic,
+            Relaxed,
             Release, //
         },
         Arc,
@@ -51,6 +52,12 @@ use kernel::{
 };
 
 use crate::{
+    faults::{
+        Action,
+        FaultError,
+        Faults,
+        Op, //
+    },
     hwref::ArchTable,
     kstorage::KernelStorage,
     mem::{
@@ -111,6 +118,12 @@ pub(crate) struct FbMemory {
     /// the owners of the chunks it moves here, without looking at anything but this GPU's own.
     #[pin]
     pub(crate) allocs: Mutex<List<Allocation>>,
+    /// The fault controls of the GPU ([`crate::faults`]); read lock-free through
+    /// `faults_set` while none is set.
+    #[pin]
+    pub(crate) faults: Mutex<Faults>,
+    /// Whether any fault control is set (written under `faults`).
+    faults_set: Atomic<bool>,
 }
 
 /// An operation in flight on a GPU's memory ([`FbMemory::enter`]).
@@ -300,6 +313,8 @@ impl FbMemory {
                 copier: &crate::mem::copy::APERTURE_COPY,
                 compacting <- new_mutex!(0, "FbMemory::compacting"),
                 allocs <- new_mutex!(List::new(), "FbMemory::allocs"),
+                faults <- new_mutex!(Faults::default(), "FbMemory::faults"),
+                faults_set: Atomic::new(false),
             }),
             GFP_KERNEL,
         )
@@ -388,6 +403,36 @@ impl FbMemory {
     /// The guard of a release counted by [`Self::detach`]: dropping it ends the count.
     pub(crate) fn adopt(&self) -> InFlight<'_> {
         InFlight(self)
+    }
+
+    /// The fault controls' verdict on a call of `op` ([`crate::faults`]): the errno it must
+    /// fail with, if one says so. One atomic read while no control is set.
+    pub(crate) fn inject(&self, op: Op) -> Result {
+        if !self.faults_set.load(Relaxed) {
+            return Ok(());
+        }
+        match self.faults.lock().check(op) {
+            Some(errno) => Err(Error::from_errno(-errno)),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the BAR1 budget refuses a pin of `len` bytes while `pinned()` bytes are pinned
+    /// on the GPU (`pinned` is asked only when a budget is set).
+    pub(crate) fn over_bar1_budget(&self, len: u64, pinned: impl FnOnce() -> u64) -> bool {
+        if !self.faults_set.load(Relaxed) || self.faults.lock().bar1_budget == 0 {
+            return false;
+        }
+        let pinned = pinned();
+        self.faults.lock().over_budget(pinned, len)
+    }
+
+    /// Applies a fault-control command; the controls are unchanged on error.
+    pub(crate) fn set_faults(&self, text: &str) -> Result<Action, FaultError> {
+        let mut f = self.faults.lock();
+        let action = f.apply(text)?;
+        self.faults_set.store(f.any(), Relaxed);
+        Ok(action)
     }
 
     /// Starts an operation that writes the memory or hands it out; `-ENODEV` once the GPU is

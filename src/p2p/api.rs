@@ -31,6 +31,7 @@ use kernel::{
 };
 
 use crate::{
+    faults::Op,
     gpu,
     helpers::{
         self,
@@ -93,6 +94,16 @@ pub(crate) fn get_pages(
     }
     let mut sw = Stopwatch::start();
     let alloc = lookup(&span).ok_or(EINVAL)?;
+    // The GPU's fault controls ([`crate::faults`]): an injected errno, or a BAR1 budget.
+    let mem = alloc.mem();
+    mem.inject(if persistent {
+        Op::GetPagesPersistent
+    } else {
+        Op::GetPages
+    })?;
+    if mem.over_bar1_budget(span.len(), || pin::stats_on(mem).1) {
+        return Err(ENOMEM);
+    }
     let offset = span.start() - alloc.span.start();
     sw.lap(Phase::Lookup);
     let req = PinRequest {
@@ -197,6 +208,7 @@ fn dma_map(
     if pin.alloc.mem().is_gone() {
         return Err(EINVAL);
     }
+    pin.alloc.mem().inject(Op::DmaMap)?;
     // SAFETY: `peer` is non-null and, by the API contract, a valid `struct pci_dev`.
     let peer = unsafe { PeerRef::new(peer) }.ok_or(EINVAL)?;
     // A peer nvrs cannot place in the PCI hierarchy is not a valid peer.

@@ -375,6 +375,25 @@ impl WorkItem for Held<P2pPin> {
     }
 }
 
+/// Revokes every live non-persistent pin on the memory of `mem` (the fault control
+/// `revoke now`, [`crate::faults`]), in work items on nvrs's queue as GPU removal does, so that
+/// no free callback runs in the writer's thread; returns how many were queued. Never allocates.
+pub(crate) fn revoke_on(mem: &FbMemory) -> u64 {
+    let Some(q) = crate::helpers::wq() else {
+        return 0;
+    };
+    let reg = PINS.lock();
+    let mut n = 0u64;
+    for p in reg.all().filter(|p| p.on(mem) && !p.req.persistent) {
+        // A pin whose revocation is queued already, or that is ending, is refused or skipped
+        // by the work item; the reference comes back (never the last: the registry holds one).
+        if p.state() == PinState::Live && q.enqueue(p.pin.clone()).is_ok() {
+            n += 1;
+        }
+    }
+    n
+}
+
 /// A pin whose free callback is running, as GPU removal names it when it gives up waiting.
 pub(crate) struct StuckPin {
     /// The pinned VA, length and the pinning process.

@@ -1609,6 +1609,10 @@ static int run(int argc, char **argv)
 		       st.fragmentation_permille, st.chunk_levels, st.dmabufs,
 		       st.dmabuf_mappings, (unsigned long long)st.compactions,
 		       (unsigned long long)st.compacted_bytes);
+		printf("stats faults injected %llu revoked %llu bar1_budget %llu\n",
+		       (unsigned long long)st.faults_injected,
+		       (unsigned long long)st.faults_revoked,
+		       (unsigned long long)st.bar1_budget);
 		for (i = 0; i < (int)st.chunk_levels && i < NVRS_CHUNK_SIZES; i++)
 			printf("stats size %llu free %llu allocated %llu split %llu temp_pinned %llu\n",
 			       (unsigned long long)st.chunk_size[i],

@@ -13,6 +13,8 @@ pub(crate) mod aperture;
 pub(crate) mod binding;
 #[path = "../../../src/emu_identity.rs"]
 pub(crate) mod emu_identity;
+#[path = "../../../src/faults.rs"]
+pub(crate) mod faults;
 #[path = "../../../hwref/mod.rs"]
 pub(crate) mod hwref;
 pub(crate) mod p2p;
@@ -28,6 +30,8 @@ pub(crate) mod vaspace;
 mod c_check;
 #[cfg(test)]
 mod compact_tests;
+#[cfg(test)]
+mod faults_tests;
 #[cfg(test)]
 mod p2p_abi_tests;
 #[cfg(test)]

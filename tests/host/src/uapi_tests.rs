@@ -119,6 +119,9 @@ fn layout_checks() -> Vec<Check> {
             dmabuf_mappings,
             compactions,
             compacted_bytes,
+            faults_injected,
+            faults_revoked,
+            bar1_budget,
             reserved,
         ]
     );
@@ -147,6 +150,9 @@ fn layout_checks() -> Vec<Check> {
             dmabuf_mappings,
             compactions,
             compacted_bytes,
+            faults_injected,
+            faults_revoked,
+            bar1_budget,
             reserved,
         ]
     );

@@ -76,6 +76,14 @@ pub struct P2p {
     pub dma_mappings: u32,
     pub dmabufs: u32,
     pub dmabuf_mappings: u32,
+    /// The GPU's fault controls (nvrs's `faults` debugfs file): calls made to fail, pins
+    /// revoked, and the BAR1 budget (0: none).
+    #[serde(default)]
+    pub faults_injected: u64,
+    #[serde(default)]
+    pub faults_revoked: u64,
+    #[serde(default)]
+    pub bar1_budget: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -198,6 +206,10 @@ pub fn collect(dev: &Device, roots: bool) -> std::io::Result<Snapshot> {
             })
             .collect();
         let name = uapi::c_str(&info.name);
+        let bar1_total = match st.bar1_budget {
+            0 => st.bar1_total,
+            b => b.min(st.bar1_total),
+        };
         gpus.push(Gpu {
             index: i,
             bus_id: format!("0000{}", name.to_uppercase()),
@@ -209,10 +221,11 @@ pub fn collect(dev: &Device, roots: bool) -> std::io::Result<Snapshot> {
                 used: st.fb_used,
                 free: st.fb_free,
             },
+            // A BAR1 budget (a fault control) is the BAR1 a consumer can use.
             bar1: Memory {
-                total: st.bar1_total,
+                total: bar1_total,
                 used: st.bar1_pinned,
-                free: st.bar1_total.saturating_sub(st.bar1_pinned),
+                free: bar1_total.saturating_sub(st.bar1_pinned),
             },
             pmm: Pmm {
                 free_zeroed: st.fb_free_zeroed,
@@ -228,6 +241,9 @@ pub fn collect(dev: &Device, roots: bool) -> std::io::Result<Snapshot> {
                 dma_mappings: st.dma_mappings,
                 dmabufs: st.dmabufs,
                 dmabuf_mappings: st.dmabuf_mappings,
+                faults_injected: st.faults_injected,
+                faults_revoked: st.faults_revoked,
+                bar1_budget: st.bar1_budget,
             },
             nvlink,
             roots: if roots && st.fb_total != 0 {

@@ -184,6 +184,18 @@ pub fn query(s: &Snapshot, gpus: &[&Gpu]) -> String {
         kv(&mut o, 2, "DMA Mappings", g.p2p.dma_mappings);
         kv(&mut o, 2, "dma-bufs", g.p2p.dmabufs);
         kv(&mut o, 2, "dma-buf Mappings", g.p2p.dmabuf_mappings);
+        section(&mut o, 1, "Fault Controls");
+        kv(
+            &mut o,
+            2,
+            "BAR1 Budget",
+            match g.p2p.bar1_budget {
+                0 => "None".to_string(),
+                b => format!("{} MiB", mib(b)),
+            },
+        );
+        kv(&mut o, 2, "Injected Failures", g.p2p.faults_injected);
+        kv(&mut o, 2, "Revoked Pins", g.p2p.faults_revoked);
         section(&mut o, 1, "Processes");
         for p in s.processes.iter().filter(|p| p.gpu == g.index) {
             kv(&mut o, 2, "Process ID", p.pid);
