@@ -16,7 +16,13 @@
 //!   (`NV_ERR_NO_MEMORY` or `NV_ERR_INSUFFICIENT_RESOURCES`, both `-ENOMEM` in the status table
 //!   of its `nv-p2p.c`); `bar1 0` lifts it;
 //! * `revoke now`: every live non-persistent pin on the GPU is revoked (free callbacks run in
-//!   work items, as when NVIDIA's driver revokes on its own).
+//!   work items, as when NVIDIA's driver revokes on its own);
+//! * `callback delay US`: each free callback nvrs calls is called `US` microseconds late (at
+//!   most one second; 0: at once), as when NVIDIA's driver is slow to revoke;
+//! * `callback context workqueue`: a release (a free, the owner's exit) revokes its pins from
+//!   nvrs's workqueue and waits for them, so the free callback runs in a worker instead of the
+//!   releasing thread, as NVIDIA's driver may call it; `callback context thread` is the
+//!   default.
 //!
 //! `OP` is `get_pages`, `get_pages_persistent`, `dma_map`, `dmabuf_attach` or `dmabuf_map`;
 //! `ERRNO` is one of the errnos NVIDIA's driver returns from them (`EINVAL`, `ENOMEM`, `EBUSY`,
@@ -108,7 +114,14 @@ pub(crate) struct Faults {
     pub(crate) injected: u64,
     /// Pins revoked by `revoke now`.
     pub(crate) revoked: u64,
+    /// Microseconds each free callback is called late.
+    pub(crate) callback_delay_us: u32,
+    /// Releases revoke their pins from the workqueue.
+    pub(crate) callback_in_worker: bool,
 }
+
+/// The longest callback delay a control may set (one second).
+const MAX_CALLBACK_DELAY_US: u64 = 1_000_000;
 
 /// The next value of a xorshift64* generator (never 0 once seeded with a non-zero state).
 fn next_random(state: &mut u64) -> u64 {
@@ -162,6 +175,25 @@ impl Faults {
                     return Err(FaultError);
                 }
                 self.bar1_budget = budget;
+                Ok(Action::None)
+            }
+            (Some("callback"), Some(what)) => {
+                let (what, value) = (what, w.next());
+                if w.next().is_some() {
+                    return Err(FaultError);
+                }
+                match (what, value) {
+                    ("delay", us) => {
+                        let us = parse_u64(us)?;
+                        if us > MAX_CALLBACK_DELAY_US {
+                            return Err(FaultError);
+                        }
+                        self.callback_delay_us = u32::try_from(us).map_err(|_| FaultError)?;
+                    }
+                    ("context", Some("thread")) => self.callback_in_worker = false,
+                    ("context", Some("workqueue")) => self.callback_in_worker = true,
+                    _ => return Err(FaultError),
+                }
                 Ok(Action::None)
             }
             (Some("fail"), Some(op)) => {
@@ -248,7 +280,10 @@ impl Faults {
 
     /// Whether any control is set (the rules and the budget; the counters aside).
     pub(crate) fn any(&self) -> bool {
-        self.bar1_budget != 0 || self.rules.iter().any(Option::is_some)
+        self.bar1_budget != 0
+            || self.callback_delay_us != 0
+            || self.callback_in_worker
+            || self.rules.iter().any(Option::is_some)
     }
 }
 
@@ -274,6 +309,16 @@ impl fmt::Display for Faults {
             }
         }
         writeln!(f, "bar1 {}", self.bar1_budget)?;
+        writeln!(f, "callback delay {}", self.callback_delay_us)?;
+        writeln!(
+            f,
+            "callback context {}",
+            if self.callback_in_worker {
+                "workqueue"
+            } else {
+                "thread"
+            }
+        )?;
         writeln!(f, "injected {}", self.injected)?;
         writeln!(f, "revoked {}", self.revoked)
     }

@@ -427,6 +427,16 @@ impl FbMemory {
         self.faults.lock().over_budget(pinned, len)
     }
 
+    /// The fault controls of free callbacks: how many microseconds late each is called, and
+    /// whether a release revokes its pins from the workqueue.
+    pub(crate) fn callback_faults(&self) -> (u32, bool) {
+        if !self.faults_set.load(Relaxed) {
+            return (0, false);
+        }
+        let f = self.faults.lock();
+        (f.callback_delay_us, f.callback_in_worker)
+    }
+
     /// Applies a fault-control command; the controls are unchanged on error.
     pub(crate) fn set_faults(&self, text: &str) -> Result<Action, FaultError> {
         let mut f = self.faults.lock();

@@ -188,10 +188,22 @@ impl Holder for P2pPin {
         // Still registered, unless it is ending already (being put or revoked elsewhere): then
         // wait for that, so that the memory is unpinned when the release goes on. The caller's
         // reference keeps the pin from being reused meanwhile, and so its table's key.
-        match lookup(self.table.key()).filter(|e| core::ptr::eq(&e.pin.holder, self)) {
-            Some(entry) => entry.revoke(),
-            None => self.wait_dead(),
+        let Some(entry) = lookup(self.table.key()).filter(|e| core::ptr::eq(&e.pin.holder, self))
+        else {
+            self.wait_dead();
+            return;
+        };
+        // The fault control `callback context workqueue` ([`crate::faults`]): a worker revokes
+        // it (queued now, or already by someone else), and the release waits for that.
+        if entry.alloc.mem().callback_faults().1 {
+            if let Some(q) = crate::helpers::wq() {
+                drop(q.enqueue(entry.pin.clone()));
+                drop(entry);
+                self.wait_dead();
+                return;
+            }
         }
+        entry.revoke();
     }
 }
 
@@ -743,6 +755,12 @@ impl PinEntry {
         self.revoker
             .store(kernel::task::Task::current_raw() as usize, Relaxed);
         if let Some(cb) = self.req.callback {
+            // The fault control `callback delay` ([`crate::faults`]): called late, counted as
+            // in the callback meanwhile.
+            let (delay_us, _) = self.alloc.mem().callback_faults();
+            if delay_us != 0 {
+                kernel::time::delay::fsleep(kernel::time::Delta::from_micros(delay_us.into()));
+            }
             REVOKED.fetch_add(1, Relaxed);
             // SAFETY: The consumer registered `cb` with `data` in `nvidia_p2p_get_pages` and
             // promised they stay valid until the pin ends; it has not ended (we own the

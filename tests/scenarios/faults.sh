@@ -17,13 +17,16 @@ check "insmod consumer" insmod $M/nvrs_consumer.ko
 GPU0=$(nvrs_bound | sed -n 1p)
 F=/sys/kernel/debug/nvrs/$GPU0/faults
 check "GPU0 has a faults file" test -f "$F"
-expect_eq "no control set at first" "bar1 0 injected 0 revoked 0" "$(tr '\n' ' ' <"$F" | sed 's/ $//')"
+expect_eq "no control set at first" \
+	"bar1 0 callback delay 0 callback context thread injected 0 revoked 0" \
+	"$(tr '\n' ' ' <"$F" | sed 's/ $//')"
 
 # Bad commands: -EINVAL, nothing changed, nothing logged.
 echo "fail dmabuf_map EIO nth 5" >"$F"
 cp "$F" /tmp/faults.before
 for bad in "fail get_pages EPERM nth 1" "fail get_pages EIO nth 0" "fail nosuch EIO nth 1" \
 	"fail get_pages EIO permille 1001 seed 1" "bar1 lots" "revoke later" \
+	"callback delay 1000001" "callback context softirq" \
 	"fail get_pages EIO nth 1 $(printf 'x%.0s' $(seq 120))"; do
 	tool "'$(echo "$bad" | cut -c1-40)' refused with EINVAL" !EINVAL benchwrite "$F" "$bad"
 	check "  and nothing changed" cmp -s "$F" /tmp/faults.before
@@ -101,6 +104,26 @@ check "  pin 0: revoked, callback once" grep -q "^slot 0 pinned 0 mapped 0 persi
 check "  pin 1: revoked, callback once" grep -q "^slot 1 pinned 0 mapped 0 persistent 0 callbacks 1$" /tmp/tool.out
 check "  the persistent pin is still live" grep -q "^slot 2 pinned 1 mapped 0 persistent 1 callbacks 0$" /tmp/tool.out
 check "  logged" sh -c "dmesg | grep -q 'fault control: revoking 2 live non-persistent pins'"
+
+# The callback's context and delay, for the revocations of a FREE.
+tool "by default a FREE runs the callback in the freeing thread" \
+	alloc A 0 2M \; ctl pin 4 @A 0x10000 \; free A \; ctl cbctx 4 \; ctl put 4
+check "  not in a worker" grep -qx "cbctx exiting 0 worker 0" /tmp/tool.out
+echo "callback context workqueue" >"$F"
+echo "callback delay 300000" >"$F"
+tool "with 'callback context workqueue' it runs in a worker, 300 ms late, and the FREE waits" \
+	alloc A 0 2M \; ctl pin 4 @A 0x10000 \; free A \; ctl cbctx 4 \; \
+	ctl status 4 \; ctl put 4
+check "  in a worker" grep -qx "cbctx exiting 0 worker 1" /tmp/tool.out
+check "  the FREE returned after the callback" grep -q "^slot 4 pinned 0 mapped 0 persistent 0 callbacks 1$" /tmp/tool.out
+ms() { awk '{ printf "%d\n", $1 * 1000 }' /proc/uptime; }
+T0=$(ms)
+nvrs-tool alloc A 0 2M \; ctl pin 4 @A 0x10000 \; free A \; ctl put 4 >/tmp/tool.out 2>&1
+T1=$(ms)
+diag "FREE with a 300 ms callback delay: about $((T1 - T0)) ms"
+check "  the delay holds the FREE up (at least 300 ms, to 10 ms)" test $((T1 - T0)) -ge 290
+echo "callback context thread" >"$F"
+echo "callback delay 0" >"$F"
 
 # Counters: 6 Nth failures, the probability runs' failures, one BAR1 refusal.
 FAILS=$(echo "$P1$P2$P3" | tr -cd 1 | wc -c)

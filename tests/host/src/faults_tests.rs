@@ -86,6 +86,13 @@ fn bad_commands_change_nothing() {
         "revoke",
         "revoke later",
         "revoke now please",
+        "callback",
+        "callback delay",
+        "callback delay 1000001",
+        "callback delay 5 6",
+        "callback context",
+        "callback context softirq",
+        "callback context thread extra",
     ] {
         assert_eq!(f.apply(bad), Err(FaultError), "{bad:?}");
         assert_eq!(f, before, "{bad:?} changed the controls");
@@ -102,5 +109,20 @@ fn renders_what_is_set() {
         text.contains("fail get_pages ENOTSUPP permille 10 seed 42 (calls 0)"),
         "{text}"
     );
-    assert!(text.contains("bar1 0\ninjected 0\nrevoked 0\n"), "{text}");
+    assert!(
+        text.contains("bar1 0\ncallback delay 0\ncallback context thread\ninjected 0\nrevoked 0\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn callback_controls() {
+    let mut f = Faults::default();
+    f.apply("callback delay 250000").unwrap();
+    f.apply("callback context workqueue").unwrap();
+    assert_eq!((f.callback_delay_us, f.callback_in_worker), (250_000, true));
+    assert!(f.any());
+    f.apply("callback delay 0").unwrap();
+    f.apply("callback context thread").unwrap();
+    assert!(!f.any());
 }
