@@ -190,6 +190,9 @@ impl pci::Driver for NvrsDriver {
                 // does not boot yet: no memory is handed out.
                 Backend::Hardware => None,
             };
+            if let Some(m) = &mem {
+                apply_fault_params(pdev, m)?;
+            }
             let info = Arc::new(
                 GpuInfo {
                     name,
@@ -382,6 +385,42 @@ fn write_compact(info: &Arc<GpuInfo>, reader: &mut kernel::uaccess::UserSliceRea
         r.moved,
         r.planned,
         Size(r.bytes)
+    );
+    Ok(())
+}
+
+/// Sets the fault controls the module parameters ask for (`fault_*`, [`crate::faults`]) on a
+/// GPU being probed, with one dmesg line if any; a value a control refuses fails the probe.
+fn apply_fault_params(pdev: &pci::Device<Core<'_>>, mem: &FbMemory) -> Result {
+    let (bar1_mib, delay_us, workqueue) = crate::fault_params();
+    if bar1_mib == 0 && delay_us == 0 && !workqueue {
+        return Ok(());
+    }
+    let commands = [
+        CString::try_from_fmt(fmt!("bar1 {}", u64::from(bar1_mib) << 20))?,
+        CString::try_from_fmt(fmt!("callback delay {delay_us}"))?,
+        CString::try_from_fmt(fmt!(
+            "callback context {}",
+            if workqueue { "workqueue" } else { "thread" }
+        ))?,
+    ];
+    for c in &commands {
+        let text = c.to_str().map_err(|_| EINVAL)?;
+        mem.set_faults(text).map_err(|_| {
+            dev_err!(
+                pdev,
+                "fault control from the module parameters refused: {}\n",
+                text
+            );
+            EINVAL
+        })?;
+    }
+    dev_info!(
+        pdev,
+        "fault controls from the module parameters: BAR1 budget {} MiB, callbacks {} us late, from {}\n",
+        bar1_mib,
+        delay_us,
+        if workqueue { "the workqueue" } else { "the releasing thread" }
     );
     Ok(())
 }

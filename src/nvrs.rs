@@ -126,6 +126,23 @@ module! {
             description: "Size of the GPU VA space in MiB, 0 = the full 128 TiB (tests shrink it \
                 to exercise VA reuse)",
         },
+        fault_bar1_mib: u32 {
+            default: 0,
+            description: "Fault control set on every GPU at probe: a BAR1 budget in MiB, pins \
+                past it fail with -ENOMEM (debugfs <gpu>/faults: bar1); 0 = none",
+        },
+        fault_callback_delay_us: u32 {
+            default: 0,
+            description: "Fault control set on every GPU at probe: free callbacks are called \
+                this many microseconds late, at most 1000000 (debugfs <gpu>/faults: callback \
+                delay); 0 = at once",
+        },
+        fault_callback_workqueue: bool {
+            default: false,
+            description: "Fault control set on every GPU at probe: a release revokes its pins \
+                from nvrs's workqueue, so free callbacks run in a worker (debugfs \
+                <gpu>/faults: callback context workqueue)",
+        },
     },
 }
 
@@ -159,6 +176,11 @@ struct ModuleState(());
 
 impl ModuleState {
     fn init() -> Result<Self> {
+        // The one fault-control parameter with a bound (the others take any value).
+        if fault_params().1 > 1_000_000 {
+            pr_err!("fault_callback_delay_us: at most 1000000\n");
+            return Err(EINVAL);
+        }
         mem::fb::init_retired();
         let va_size = u64::from(module_parameters::va_space_mib.value()) << 20;
         mem::va::init(va_size);
@@ -242,6 +264,16 @@ pub(crate) fn p2p_topology() -> u32 {
 /// The `dmabuf_revocable_only` module parameter.
 pub(crate) fn dmabuf_revocable_only() -> bool {
     module_parameters::dmabuf_revocable_only.value()
+}
+
+/// The fault controls the module parameters set on every GPU at probe ([`faults`]):
+/// `(BAR1 budget in MiB, callback delay in µs, callbacks from the workqueue)`.
+pub(crate) fn fault_params() -> (u32, u32, bool) {
+    (
+        module_parameters::fault_bar1_mib.value(),
+        module_parameters::fault_callback_delay_us.value(),
+        module_parameters::fault_callback_workqueue.value(),
+    )
 }
 
 /// The `compact_on_alloc` module parameter.

@@ -136,6 +136,9 @@ meta "parameter peer_device documented" 'modinfo -F parm "$ko" | grep -q "^peer_
 meta "parameter dmabuf_revocable_only documented" \
 	'modinfo -F parm "$ko" | grep -q "^dmabuf_revocable_only:.*(bool)"'
 meta "parameter compact_on_alloc documented" 'modinfo -F parm "$ko" | grep -q "^compact_on_alloc:.*(bool)"'
+for p in fault_bar1_mib:u32 fault_callback_delay_us:u32 fault_callback_workqueue:bool; do
+	meta "parameter ${p%%:*} documented" "modinfo -F parm \"\$ko\" | grep -q '^${p%%:*}:Fault control.*(${p#*:})'"
+done
 meta "parameter bind_nvidia documented (GPUs are bound only on request)" \
 	'modinfo -F parm "$ko" | grep -q "^bind_nvidia:.*(bool)"'
 meta "alias for NVIDIA 3D controllers" 'modinfo -F alias "$ko" | grep -q "^pci:v000010DEd\*.*bc03sc02i"'

@@ -135,5 +135,30 @@ check "  the faults file agrees" grep -qx "injected $((6 + FAILS))" "$F"
 check_all_returned
 check "rmmod consumer" rmmod nvrs_consumer
 check "rmmod nvrs" rmmod nvrs
+
+# The same controls as module parameters, set on every GPU at probe.
+if insmod $M/nvrs.ko emulated=1 fault_callback_delay_us=2000000 2>/tmp/err.txt; then
+	not_ok "a callback delay over 1 s is refused at insmod"
+	rmmod nvrs
+else
+	ok "a callback delay over 1 s is refused at insmod"
+fi
+check "insmod nvrs with fault_bar1_mib=1 fault_callback_workqueue=1" \
+	insmod $M/nvrs.ko emulated=1 peer_device=0x123411e8 fault_bar1_mib=1 fault_callback_workqueue=1
+check "insmod consumer" insmod $M/nvrs_consumer.ko
+for g in $(nvrs_bound); do
+	check "  $g: the budget and the context are set" sh -c \
+		"grep -qx 'bar1 1048576' /sys/kernel/debug/nvrs/$g/faults &&
+		 grep -qx 'callback context workqueue' /sys/kernel/debug/nvrs/$g/faults"
+done
+check "  logged once per GPU" sh -c \
+	"[ \$(dmesg | grep -c 'fault controls from the module parameters: BAR1 budget 1 MiB') = $(nvrs_bound | wc -l) ]"
+tool "  a 2 MiB pin is past the budget, a 1 MiB one fits, a FREE's callback runs in a worker" \
+	alloc A 0 2M \; !ENOMEM ctl pin 0 @A 0x200000 \; ctl pin 0 @A 0x100000 \; free A \; \
+	ctl cbctx 0 \; ctl put 0
+check "  in a worker" grep -qx "cbctx exiting 0 worker 1" /tmp/tool.out
+check_all_returned
+check "rmmod consumer" rmmod nvrs_consumer
+check "rmmod nvrs" rmmod nvrs
 check "no splat" sh -c "! dmesg | grep -qE 'WARNING:|BUG:|Oops'"
 done_testing
