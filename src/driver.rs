@@ -447,9 +447,7 @@ fn write_faults(info: &Arc<GpuInfo>, reader: &mut kernel::uaccess::UserSliceRead
         Action::None => dev_info!(info.pdev.as_ref(), "fault control: {}\n", text),
         Action::RevokeNow => {
             let n = crate::p2p::pin::revoke_on(mem);
-            let mut f = mem.faults.lock();
-            f.revoked = f.revoked.saturating_add(n);
-            drop(f);
+            mem.count_revoked(n);
             dev_info!(
                 info.pdev.as_ref(),
                 "fault control: revoking {} live non-persistent pins\n",

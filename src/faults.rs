@@ -17,6 +17,9 @@
 //!   of its `nv-p2p.c`); `bar1 0` lifts it;
 //! * `revoke now`: every live non-persistent pin on the GPU is revoked (free callbacks run in
 //!   work items, as when NVIDIA's driver revokes on its own);
+//! * `revoke permille P seed S`: at each `get_pages` or `get_pages_persistent` call on the GPU,
+//!   with probability `P`/1000 (seeded as above), one live non-persistent pin of the GPU,
+//!   picked at random, is revoked as by `revoke now`; `revoke off` stops it;
 //! * `callback delay US`: each free callback nvrs calls is called `US` microseconds late (at
 //!   most one second; 0: at once), as when NVIDIA's driver is slow to revoke;
 //! * `callback context workqueue`: a release (a free, the owner's exit) revokes its pins from
@@ -118,6 +121,8 @@ pub(crate) struct Faults {
     pub(crate) callback_delay_us: u32,
     /// Releases revoke their pins from the workqueue.
     pub(crate) callback_in_worker: bool,
+    /// Random revocations at pinning: probability in 1/1000, seed, generator state.
+    revoke_rule: Option<(u32, u64, u64)>,
 }
 
 /// The longest callback delay a control may set (one second).
@@ -169,6 +174,22 @@ impl Faults {
         let mut w = text.split_ascii_whitespace();
         match (w.next(), w.next()) {
             (Some("revoke"), Some("now")) if w.next().is_none() => Ok(Action::RevokeNow),
+            (Some("revoke"), Some("off")) if w.next().is_none() => {
+                self.revoke_rule = None;
+                Ok(Action::None)
+            }
+            (Some("revoke"), Some("permille")) => {
+                let permille = u32::try_from(parse_u64(w.next())?).map_err(|_| FaultError)?;
+                if permille > 1000 || w.next() != Some("seed") {
+                    return Err(FaultError);
+                }
+                let seed = parse_u64(w.next())?;
+                if w.next().is_some() {
+                    return Err(FaultError);
+                }
+                self.revoke_rule = Some((permille, seed, seed ^ 0x9e37_79b9_7f4a_7c15));
+                Ok(Action::None)
+            }
             (Some("bar1"), budget) => {
                 let budget = parse_u64(budget)?;
                 if w.next().is_some() {
@@ -278,9 +299,17 @@ impl Faults {
         over
     }
 
+    /// Called at each pinning call: a random number to pick the pin to revoke with, if the
+    /// `revoke permille` rule says one is revoked now.
+    pub(crate) fn roll_revoke(&mut self) -> Option<u64> {
+        let (permille, _, state) = self.revoke_rule.as_mut()?;
+        (next_random(state) % 1000 < u64::from(*permille)).then(|| next_random(state))
+    }
+
     /// Whether any control is set (the rules and the budget; the counters aside).
     pub(crate) fn any(&self) -> bool {
-        self.bar1_budget != 0
+        self.revoke_rule.is_some()
+            || self.bar1_budget != 0
             || self.callback_delay_us != 0
             || self.callback_in_worker
             || self.rules.iter().any(Option::is_some)
@@ -307,6 +336,9 @@ impl fmt::Display for Faults {
                     r.calls
                 )?,
             }
+        }
+        if let Some((permille, seed, _)) = self.revoke_rule {
+            writeln!(f, "revoke permille {permille} seed {seed}")?;
         }
         writeln!(f, "bar1 {}", self.bar1_budget)?;
         writeln!(f, "callback delay {}", self.callback_delay_us)?;

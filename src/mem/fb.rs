@@ -437,6 +437,21 @@ impl FbMemory {
         (f.callback_delay_us, f.callback_in_worker)
     }
 
+    /// The fault control `revoke permille`, at a pinning call: a random number to pick the pin
+    /// to revoke with, if one is revoked now.
+    pub(crate) fn roll_revoke(&self) -> Option<u64> {
+        if !self.faults_set.load(Relaxed) {
+            return None;
+        }
+        self.faults.lock().roll_revoke()
+    }
+
+    /// Counts pins a fault control revoked.
+    pub(crate) fn count_revoked(&self, n: u64) {
+        let mut f = self.faults.lock();
+        f.revoked = f.revoked.saturating_add(n);
+    }
+
     /// Applies a fault-control command; the controls are unchanged on error.
     pub(crate) fn set_faults(&self, text: &str) -> Result<Action, FaultError> {
         let mut f = self.faults.lock();

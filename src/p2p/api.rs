@@ -104,6 +104,9 @@ pub(crate) fn get_pages(
     if mem.over_bar1_budget(span.len(), || pin::stats_on(mem).1) {
         return Err(ENOMEM);
     }
+    if let Some(pick) = mem.roll_revoke() {
+        mem.count_revoked(pin::revoke_one_on(mem, pick));
+    }
     let offset = span.start() - alloc.span.start();
     sw.lap(Phase::Lookup);
     let req = PinRequest {

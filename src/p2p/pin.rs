@@ -172,6 +172,9 @@ pub(crate) struct P2pPin {
     /// Whether its allocation lists it among its holders ([`crate::mem::holder`]).
     #[pin]
     listed: AtomicTracker,
+    /// A fault control asked for its revocation ([`revoke_on`], [`revoke_one_on`]): asked
+    /// once, counted once.
+    fault_revoke: Atomic<bool>,
 }
 
 kernel::list::impl_list_arc_safe! {
@@ -397,13 +400,47 @@ pub(crate) fn revoke_on(mem: &FbMemory) -> u64 {
     let reg = PINS.lock();
     let mut n = 0u64;
     for p in reg.all().filter(|p| p.on(mem) && !p.req.persistent) {
-        // A pin whose revocation is queued already, or that is ending, is refused or skipped
-        // by the work item; the reference comes back (never the last: the registry holds one).
-        if p.state() == PinState::Live && q.enqueue(p.pin.clone()).is_ok() {
+        // Asked once per pin: a pin whose revocation is starting may still look live. The
+        // reference comes back if it is queued already (never the last: the registry holds
+        // one).
+        if p.state() == PinState::Live && !p.fault_revoke.xchg(true, Relaxed) {
+            drop(q.enqueue(p.pin.clone()));
             n += 1;
         }
     }
     n
+}
+
+/// Revokes one live non-persistent pin on the memory of `mem`, the `pick`th modulo their
+/// number (the fault control `revoke permille`), in a work item; returns how many were queued
+/// (0 or 1). Never allocates.
+pub(crate) fn revoke_one_on(mem: &FbMemory, pick: u64) -> u64 {
+    let Some(q) = crate::helpers::wq() else {
+        return 0;
+    };
+    let reg = PINS.lock();
+    let live = |p: &&PinEntry| {
+        p.on(mem)
+            && !p.req.persistent
+            && p.state() == PinState::Live
+            && !p.fault_revoke.load(Relaxed)
+    };
+    let n = reg.all().filter(live).count();
+    let Some(k) = u64::try_from(n)
+        .ok()
+        .filter(|n| *n != 0)
+        .and_then(|n| usize::try_from(pick % n).ok())
+    else {
+        return 0;
+    };
+    let asked = match reg.all().filter(live).nth(k) {
+        Some(p) if !p.fault_revoke.xchg(true, Relaxed) => {
+            drop(q.enqueue(p.pin.clone()));
+            true
+        }
+        _ => false,
+    };
+    u64::from(asked)
 }
 
 /// A pin whose free callback is running, as GPU removal names it when it gives up waiting.
@@ -493,6 +530,7 @@ impl P2pPin {
             dma <- kernel::new_mutex!(KVec::new(), "P2pPin::dma"),
             removal <- kernel::new_work!("P2pPin::removal"),
             listed <- AtomicTracker::new(),
+            fault_revoke: Atomic::new(false),
         })
     }
 
@@ -503,6 +541,7 @@ impl P2pPin {
         *this.table = table;
         *this.req = *req;
         *this.pieces = pieces;
+        this.fault_revoke.store(false, Relaxed);
         this.state.store(PinState::Live as u32, Relaxed);
     }
 

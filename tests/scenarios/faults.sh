@@ -105,6 +105,16 @@ check "  pin 1: revoked, callback once" grep -q "^slot 1 pinned 0 mapped 0 persi
 check "  the persistent pin is still live" grep -q "^slot 2 pinned 1 mapped 0 persistent 1 callbacks 0$" /tmp/tool.out
 check "  logged" sh -c "dmesg | grep -q 'fault control: revoking 2 live non-persistent pins'"
 
+# revoke permille: at a pinning call, a random live non-persistent pin is revoked.
+echo "revoke permille 1000 seed 1" >"$F"
+tool "with 'revoke permille 1000', the next pin revokes the live one" \
+	alloc A 0 2M \; ctl pin 0 @A 0x10000 \; ctl ppin 2 @A 0x10000 \; ctl pin 1 @A 0x10000 \; \
+	sh "sleep 1" \; ctl status 0 \; ctl status 1 \; ctl status 2 \; \
+	sh "echo revoke off >$F" \; ctl put 0 \; ctl put 1 \; ctl put 2 \; free A
+check "  pin 0: revoked, callback once" grep -q "^slot 0 pinned 0 mapped 0 persistent 0 callbacks 1$" /tmp/tool.out
+check "  pin 1 (made after the roll): live" grep -q "^slot 1 pinned 1 mapped 0 persistent 0 callbacks 0$" /tmp/tool.out
+check "  the persistent pin: live" grep -q "^slot 2 pinned 1 mapped 0 persistent 1 callbacks 0$" /tmp/tool.out
+
 # The callback's context and delay, for the revocations of a FREE.
 tool "by default a FREE runs the callback in the freeing thread" \
 	alloc A 0 2M \; ctl pin 4 @A 0x10000 \; free A \; ctl cbctx 4 \; ctl put 4
@@ -129,7 +139,7 @@ echo "callback delay 0" >"$F"
 FAILS=$(echo "$P1$P2$P3" | tr -cd 1 | wc -c)
 tool "GPU_STATS counts what the controls did" stats 0
 expect_eq "  injected: every failure the controls caused" \
-	"stats faults injected $((6 + FAILS)) revoked 2 bar1_budget 0" \
+	"stats faults injected $((6 + FAILS)) revoked 3 bar1_budget 0" \
 	"$(grep '^stats faults' /tmp/tool.out)"
 check "  the faults file agrees" grep -qx "injected $((6 + FAILS))" "$F"
 check_all_returned

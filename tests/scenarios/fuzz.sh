@@ -4,7 +4,8 @@
 # /dev/nvrs ioctls and mmap and, through the consumer, of the nvidia_p2p_*
 # functions with random, foreign and stale pointers; stale tables kept past
 # the quarantine ring's wrap, and a second run in a 16 MiB VA space whose
-# freed allocations stay mapped (issue 20). The runner fails the run on any
+# freed allocations stay mapped (issue 20); a third run with the fault controls
+# on at random (issue 22). The runner fails the run on any
 # splat; here the fuzzer's counts must show each case ran without a
 # violation, and every pin and byte of GPU memory must come back.
 
@@ -57,6 +58,36 @@ check "  $rounds ALLOCs in a $VA_MIB MiB VA space with the freed mappings kept: 
 check "  and each of those mappings faults at the end" \
 	grep -q "^nvrs-fuzz: VA retention: $rounds of $rounds kept mappings fault$" /tmp/fuzz.out
 echo "nvrs-fuzz-count-va: $count"
+check_all_returned
+check "rmmod consumer" rmmod nvrs_consumer
+check "rmmod nvrs" rmmod nvrs
+
+# Under the fault controls (issue 22): every call that can be made to fail
+# fails now and then, pins are revoked at random while others are made, and
+# callbacks run late from the workqueue; the fuzzer's properties must hold and
+# every pin and byte must come back all the same.
+FAULT_OPS=${NVRS_FUZZ_FAULT_OPS:-$((OPS / 5))}
+check "insmod nvrs with the callback controls" insmod $M/nvrs.ko emulated=1 \
+	peer_device=0x123411e8 fault_callback_workqueue=1 fault_callback_delay_us=100
+check "insmod consumer" insmod $M/nvrs_consumer.ko
+for g in $(nvrs_bound); do
+	F=/sys/kernel/debug/nvrs/$g/faults
+	check "  $g: controls on at random (seed $SEED)" sh -c "
+		echo 'fail get_pages EIO permille 30 seed $SEED' >$F &&
+		echo 'fail get_pages_persistent ENOMEM permille 30 seed $SEED' >$F &&
+		echo 'fail dma_map ENOMEM permille 30 seed $SEED' >$F &&
+		echo 'fail dmabuf_attach EBUSY permille 30 seed $SEED' >$F &&
+		echo 'fail dmabuf_map EIO permille 30 seed $SEED' >$F &&
+		echo 'revoke permille 20 seed $SEED' >$F"
+done
+fuzz "$FAULT_OPS"
+echo "nvrs-fuzz-count-faults: $count"
+injected=0
+for g in $(nvrs_bound); do
+	injected=$((injected + $(sed -n 's/^injected //p' /sys/kernel/debug/nvrs/$g/faults)))
+	diag "$g: $(tr '\n' ' ' </sys/kernel/debug/nvrs/$g/faults)"
+done
+check "  the controls made calls fail ($injected)" test "$injected" -gt 0
 check_all_returned
 check "rmmod consumer" rmmod nvrs_consumer
 check "rmmod nvrs" rmmod nvrs

@@ -86,6 +86,10 @@ fn bad_commands_change_nothing() {
         "revoke",
         "revoke later",
         "revoke now please",
+        "revoke permille 5",
+        "revoke permille 1001 seed 1",
+        "revoke permille 5 seed 1 x",
+        "revoke off now",
         "callback",
         "callback delay",
         "callback delay 1000001",
@@ -113,6 +117,25 @@ fn renders_what_is_set() {
         text.contains("bar1 0\ncallback delay 0\ncallback context thread\ninjected 0\nrevoked 0\n"),
         "{text}"
     );
+}
+
+#[test]
+fn random_revocation_replays() {
+    let run = || {
+        let mut f = Faults::default();
+        f.apply("revoke permille 300 seed 11").unwrap();
+        assert!(f.any());
+        (0..2000).map(|_| f.roll_revoke()).collect::<Vec<_>>()
+    };
+    let a = run();
+    assert_eq!(a, run());
+    let n = a.iter().filter(|x| x.is_some()).count();
+    assert!((450..750).contains(&n), "{n} of 2000 at 30%");
+    let mut f = Faults::default();
+    f.apply("revoke permille 1000 seed 1").unwrap();
+    f.apply("revoke off").unwrap();
+    assert_eq!(f.roll_revoke(), None);
+    assert!(!f.any());
 }
 
 #[test]
