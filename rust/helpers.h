@@ -30,6 +30,7 @@ struct sg_table;
 struct vm_area_struct;
 struct vm_fault;
 struct nvrs_mm_watch;
+struct nvrs_ticker;
 
 #define NVRS_PCI_MAX_HOPS	8
 
@@ -91,6 +92,17 @@ int nvrs_zero_mmio(u64 phys, u64 len);
 int nvrs_copy_mmio(u64 dst, u64 src, u64 len);
 bool nvrs_module_get(void);
 void nvrs_module_put(void);
+
+/* rust/faults.c: the timer and the surprise removal of the fault controls. */
+struct nvrs_ticker *nvrs_ticker_new(void *owner);
+void nvrs_ticker_set(struct nvrs_ticker *t, u32 period_ms);
+void nvrs_ticker_stop(struct nvrs_ticker *t);
+void nvrs_ticker_free(struct nvrs_ticker *t);
+int nvrs_pci_surprise_remove(struct pci_dev *pdev);
+bool nvrs_pci_is_disconnected(struct pci_dev *pdev);
+
+/* Implemented in Rust (src/driver/faults.rs). */
+void nvrs_ticker_fire_rs(void *owner);
 
 /* rust/dmabuf.c: the dma-buf exporter. */
 struct nvrs_dma_run {

@@ -24,6 +24,12 @@
 //! revoke the dma-buf exports, and retire the memory manager if persistent pins or pinned
 //! importers still hold memory ([`crate::mem::fb`]). Only then are the driver data, the registry
 //! entry and the mappings of the BARs dropped. Lower layers never reach up into this.
+//!
+//! Before the teardown, unbind stops the GPU's periodic revocation ([`faults`], the fault
+//! control `revoke every`). A GPU that fell off the bus (a surprise removal, real or the fault
+//! control `remove surprise`) is torn down the same way: its memory is gone already, and
+//! nothing of it is written (memory goes back unscrubbed; a later probe of the function
+//! scrubs it before any hand-out).
 
 use kernel::{
     debugfs,
@@ -44,6 +50,10 @@ use kernel::{
     },
 };
 
+mod faults;
+
+use faults::FaultCtl;
+
 use crate::{
     aperture::{
         self,
@@ -58,7 +68,6 @@ use crate::{
         EmuError,
         EmuIdentity, //
     },
-    faults::Action,
     gpu::{
         self,
         Aperture,
@@ -146,7 +155,8 @@ pub(crate) struct NvrsGpu<'bound> {
     #[pin]
     _compact_file: debugfs::File<Arc<GpuInfo>>,
     #[pin]
-    _faults_file: debugfs::File<Arc<GpuInfo>>,
+    _faults_file: debugfs::File<Arc<FaultCtl>>,
+    faults: Arc<FaultCtl>,
     _pmm_files: Option<Pin<KBox<FbDebugfs>>>,
     _dir: debugfs::Dir,
     _registered: Registered,
@@ -190,9 +200,6 @@ impl pci::Driver for NvrsDriver {
                 // does not boot yet: no memory is handed out.
                 Backend::Hardware => None,
             };
-            if let Some(m) = &mem {
-                apply_fault_params(pdev, m)?;
-            }
             let info = Arc::new(
                 GpuInfo {
                     name,
@@ -221,7 +228,9 @@ impl pci::Driver for NvrsDriver {
             let (chip, chipset) = (info.ident.chipset.name, info.ident.chipset.id);
             let file_data = info.clone();
             let compact_data = info.clone();
-            let faults_data = info.clone();
+            let faults = FaultCtl::new(info.clone())?;
+            faults.apply_params()?;
+            let faults_data = faults.clone();
             let pmm_files = match &mem {
                 Some(m) => Some(KBox::pin_init(FbDebugfs::new(&dir, m), GFP_KERNEL)?),
                 None => None,
@@ -232,9 +241,10 @@ impl pci::Driver for NvrsDriver {
                 _faults_file <- dir.read_write_callback_file(
                     c"faults",
                     faults_data,
-                    &render_faults,
-                    &write_faults
+                    &faults::render,
+                    &faults::write
                 ),
+                faults,
                 _pmm_files: pmm_files,
                 _dir: dir,
                 // Registered last of what can fail: once allocations can reach the GPU, probe
@@ -257,6 +267,8 @@ impl pci::Driver for NvrsDriver {
     }
 
     fn unbind<'bound>(pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
+        // No periodic revocation from here on: the teardown below ends every pin itself.
+        this.faults.stop();
         Self::teardown(pdev, &this.info);
     }
 }
@@ -267,6 +279,12 @@ impl NvrsDriver {
         let Some(mem) = &gpu.mem else {
             return;
         };
+        if crate::helpers::pci_is_disconnected(pdev) {
+            dev_warn!(
+                pdev,
+                "fell off the bus: revoking its pins; its memory goes back unscrubbed, to be scrubbed before any later hand-out\n"
+            );
+        }
         // Waits for allocations, releases and scrubbing in flight; none start afterwards.
         // Releases blocked in a consumer's free callback are waited for at most
         // `REMOVAL_WAIT` in all (see `FbMemory::wait_idle`).
@@ -386,75 +404,6 @@ fn write_compact(info: &Arc<GpuInfo>, reader: &mut kernel::uaccess::UserSliceRea
         r.planned,
         Size(r.bytes)
     );
-    Ok(())
-}
-
-/// Sets the fault controls the module parameters ask for (`fault_*`, [`crate::faults`]) on a
-/// GPU being probed, with one dmesg line if any; a value a control refuses fails the probe.
-fn apply_fault_params(pdev: &pci::Device<Core<'_>>, mem: &FbMemory) -> Result {
-    let (bar1_mib, delay_us, workqueue) = crate::fault_params();
-    if bar1_mib == 0 && delay_us == 0 && !workqueue {
-        return Ok(());
-    }
-    let commands = [
-        CString::try_from_fmt(fmt!("bar1 {}", u64::from(bar1_mib) << 20))?,
-        CString::try_from_fmt(fmt!("callback delay {delay_us}"))?,
-        CString::try_from_fmt(fmt!(
-            "callback context {}",
-            if workqueue { "workqueue" } else { "thread" }
-        ))?,
-    ];
-    for c in &commands {
-        let text = c.to_str().map_err(|_| EINVAL)?;
-        mem.set_faults(text).map_err(|_| {
-            dev_err!(
-                pdev,
-                "fault control from the module parameters refused: {}\n",
-                text
-            );
-            EINVAL
-        })?;
-    }
-    dev_info!(
-        pdev,
-        "fault controls from the module parameters: BAR1 budget {} MiB, callbacks {} us late, from {}\n",
-        bar1_mib,
-        delay_us,
-        if workqueue { "the workqueue" } else { "the releasing thread" }
-    );
-    Ok(())
-}
-
-/// debugfs `faults`: the GPU's fault controls and what they did ([`crate::faults`]).
-fn render_faults(info: &Arc<GpuInfo>, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-    match &info.mem {
-        Some(mem) => write!(f, "{}", *mem.faults.lock()),
-        None => writeln!(f, "no memory"),
-    }
-}
-
-/// debugfs `faults`: writing a command sets a fault control (logged once) or revokes the GPU's
-/// live non-persistent pins (`revoke now`); `-EINVAL` for anything else, which changes nothing.
-fn write_faults(info: &Arc<GpuInfo>, reader: &mut kernel::uaccess::UserSliceReader) -> Result {
-    let mut buf = [0u8; 96];
-    // A longer command would be cut into another one.
-    if reader.len() > buf.len() {
-        return Err(EINVAL);
-    }
-    let text = crate::text::written_text(reader, &mut buf)?;
-    let mem = info.mem.as_ref().ok_or(ENODEV)?;
-    match mem.set_faults(text).map_err(|_| EINVAL)? {
-        Action::None => dev_info!(info.pdev.as_ref(), "fault control: {}\n", text),
-        Action::RevokeNow => {
-            let n = crate::p2p::pin::revoke_on(mem);
-            mem.count_revoked(n);
-            dev_info!(
-                info.pdev.as_ref(),
-                "fault control: revoking {} live non-persistent pins\n",
-                n
-            );
-        }
-    }
     Ok(())
 }
 

@@ -19,13 +19,21 @@
 //!   work items, as when NVIDIA's driver revokes on its own);
 //! * `revoke permille P seed S`: at each `get_pages` or `get_pages_persistent` call on the GPU,
 //!   with probability `P`/1000 (seeded as above), one live non-persistent pin of the GPU,
-//!   picked at random, is revoked as by `revoke now`; `revoke off` stops it;
+//!   picked at random, is revoked as by `revoke now`;
+//! * `revoke every MS`: every `MS` milliseconds (1 to 60000) every live non-persistent pin on
+//!   the GPU is revoked as by `revoke now`, from a timer, whatever the consumer is doing;
+//!   `revoke off` stops this and `revoke permille`;
 //! * `callback delay US`: each free callback nvrs calls is called `US` microseconds late (at
 //!   most one second; 0: at once), as when NVIDIA's driver is slow to revoke;
 //! * `callback context workqueue`: a release (a free, the owner's exit) revokes its pins from
 //!   nvrs's workqueue and waits for them, so the free callback runs in a worker instead of the
 //!   releasing thread, as NVIDIA's driver may call it; `callback context thread` is the
-//!   default.
+//!   default;
+//! * `remove surprise`: the GPU falls off the bus. It is marked disconnected at once, as the
+//!   PCI core marks a function whose slot lost its link (config and MMIO accesses fail from
+//!   then on), and the PCI core then removes it as pciehp does after a surprise removal: the
+//!   driver's unbind runs with the device already gone, and the function leaves the bus until a
+//!   rescan finds it again.
 //!
 //! `OP` is `get_pages`, `get_pages_persistent`, `dma_map`, `dmabuf_attach` or `dmabuf_map`;
 //! `ERRNO` is one of the errnos NVIDIA's driver returns from them (`EINVAL`, `ENOMEM`, `EBUSY`,
@@ -105,6 +113,10 @@ pub(crate) enum Action {
     None,
     /// Revoke every live non-persistent pin on the GPU now.
     RevokeNow,
+    /// Revoke every live non-persistent pin every this many milliseconds (0: stop).
+    RevokeEvery(u32),
+    /// Take the GPU off the bus, without an orderly unbind.
+    RemoveSurprise,
 }
 
 /// One GPU's fault controls and what they did.
@@ -123,10 +135,15 @@ pub(crate) struct Faults {
     pub(crate) callback_in_worker: bool,
     /// Random revocations at pinning: probability in 1/1000, seed, generator state.
     revoke_rule: Option<(u32, u64, u64)>,
+    /// Milliseconds between periodic revocations (0: none).
+    pub(crate) revoke_every_ms: u32,
 }
 
 /// The longest callback delay a control may set (one second).
 const MAX_CALLBACK_DELAY_US: u64 = 1_000_000;
+
+/// The longest period of `revoke every` (one minute).
+pub(crate) const MAX_REVOKE_EVERY_MS: u32 = 60_000;
 
 /// The next value of a xorshift64* generator (never 0 once seeded with a non-zero state).
 fn next_random(state: &mut u64) -> u64 {
@@ -176,8 +193,18 @@ impl Faults {
             (Some("revoke"), Some("now")) if w.next().is_none() => Ok(Action::RevokeNow),
             (Some("revoke"), Some("off")) if w.next().is_none() => {
                 self.revoke_rule = None;
-                Ok(Action::None)
+                self.revoke_every_ms = 0;
+                Ok(Action::RevokeEvery(0))
             }
+            (Some("revoke"), Some("every")) => {
+                let ms = u32::try_from(parse_u64(w.next())?).map_err(|_| FaultError)?;
+                if ms == 0 || ms > MAX_REVOKE_EVERY_MS || w.next().is_some() {
+                    return Err(FaultError);
+                }
+                self.revoke_every_ms = ms;
+                Ok(Action::RevokeEvery(ms))
+            }
+            (Some("remove"), Some("surprise")) if w.next().is_none() => Ok(Action::RemoveSurprise),
             (Some("revoke"), Some("permille")) => {
                 let permille = u32::try_from(parse_u64(w.next())?).map_err(|_| FaultError)?;
                 if permille > 1000 || w.next() != Some("seed") {
@@ -309,6 +336,7 @@ impl Faults {
     /// Whether any control is set (the rules and the budget; the counters aside).
     pub(crate) fn any(&self) -> bool {
         self.revoke_rule.is_some()
+            || self.revoke_every_ms != 0
             || self.bar1_budget != 0
             || self.callback_delay_us != 0
             || self.callback_in_worker
@@ -339,6 +367,9 @@ impl fmt::Display for Faults {
         }
         if let Some((permille, seed, _)) = self.revoke_rule {
             writeln!(f, "revoke permille {permille} seed {seed}")?;
+        }
+        if self.revoke_every_ms != 0 {
+            writeln!(f, "revoke every {}", self.revoke_every_ms)?;
         }
         writeln!(f, "bar1 {}", self.bar1_budget)?;
         writeln!(f, "callback delay {}", self.callback_delay_us)?;

@@ -423,6 +423,73 @@ impl Drop for MmWatch {
     }
 }
 
+/// A timer that calls `nvrs_ticker_fire_rs(owner)` periodically, from nvrs's work queue
+/// (`rust/faults.c`); the fault control `revoke every` uses it.
+///
+/// # Invariants
+///
+/// `ticker` is a `struct nvrs_ticker` made by `nvrs_ticker_new`, owned by this object.
+pub(crate) struct Ticker {
+    ticker: *mut nvrs_ticker,
+}
+
+// SAFETY: The ticker's own lock serialises setting, stopping and the work's re-arming.
+unsafe impl Send for Ticker {}
+// SAFETY: As above; every operation takes the ticker's lock.
+unsafe impl Sync for Ticker {}
+
+impl Ticker {
+    /// A stopped ticker for `owner`.
+    ///
+    /// # Safety
+    ///
+    /// `owner` must stay valid for `nvrs_ticker_fire_rs` until the ticker is stopped or dropped.
+    pub(crate) unsafe fn new(owner: *const c_void) -> Result<Self> {
+        // SAFETY: No preconditions beyond the caller's on `owner`.
+        let ticker = unsafe { nvrs_ticker_new(owner.cast_mut()) };
+        if ticker.is_null() {
+            return Err(ENOMEM);
+        }
+        // INVARIANT: A non-null pointer is a new ticker, ours alone.
+        Ok(Self { ticker })
+    }
+
+    /// Calls the owner every `period_ms` milliseconds from one period from now; 0 stops it.
+    pub(crate) fn set(&self, period_ms: u32) {
+        // SAFETY: `ticker` is valid (type invariant).
+        unsafe { nvrs_ticker_set(self.ticker, period_ms) }
+    }
+
+    /// Stops the ticker for good, waiting for a call in progress; `set` does nothing after it.
+    pub(crate) fn stop(&self) {
+        // SAFETY: `ticker` is valid (type invariant).
+        unsafe { nvrs_ticker_stop(self.ticker) }
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        // SAFETY: `ticker` is valid and ours (type invariant); it is not used again.
+        unsafe { nvrs_ticker_free(self.ticker) }
+    }
+}
+
+/// Takes `pdev` off the bus as a surprise removal does: marked disconnected at once, then
+/// stopped and removed by the PCI core from a work item (`rust/faults.c`).
+pub(crate) fn pci_surprise_remove(pdev: &pci::Device) -> Result {
+    // SAFETY: `raw_pci_dev` returns a valid `struct pci_dev`; the helper takes its own
+    // reference for the work item.
+    kernel::error::to_result(unsafe { nvrs_pci_surprise_remove(raw_pci_dev(pdev)) })
+}
+
+/// Whether `pdev` fell off the bus (`pci_dev_is_disconnected`).
+pub(crate) fn pci_is_disconnected<Ctx: kernel::device::DeviceContext>(
+    pdev: &pci::Device<Ctx>,
+) -> bool {
+    // SAFETY: `raw_pci_dev` returns a valid `struct pci_dev`; the helper only reads it.
+    unsafe { nvrs_pci_is_disconnected(raw_pci_dev(pdev)) }
+}
+
 /// The file offset, in bytes, that `vma` maps.
 pub(crate) fn vma_offset(vma: &kernel::mm::virt::VmaNew) -> u64 {
     // SAFETY: `vma.as_ptr()` is the valid VMA being set up by the current `mmap` call.

@@ -45,7 +45,9 @@
 //! released; the PCI bus notifier empties it in process context, with no nvrs lock held and
 //! the kernel's locks of the hotplug above it: the bus notifier rwsem, the PCI rescan/remove lock)
 //! `FbMemory::faults` (a GPU's fault controls, [`crate::faults`]; taken alone, or under a
-//! dma-buf's reservation lock by attach and map), `FbMemory::allocs` (a GPU's list of its
+//! dma-buf's reservation lock by attach and map), `nvrs_ticker::lock` (C, `rust/faults.c`: the
+//! period of `revoke every`; taken alone, by the debugfs write, the driver's unbind and the
+//! timer's work item, which calls into nvrs with it released), `FbMemory::allocs` (a GPU's list of its
 //! allocations; taken alone, or under
 //! `FbMemory::compacting` by compaction's walk; dropping a list entry under it never drops an
 //! allocation's last reference) and `FbMemory::busy` (operations in flight on a

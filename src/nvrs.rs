@@ -143,6 +143,12 @@ module! {
                 from nvrs's workqueue, so free callbacks run in a worker (debugfs \
                 <gpu>/faults: callback context workqueue)",
         },
+        fault_revoke_every_ms: u32 {
+            default: 0,
+            description: "Fault control set on every GPU at probe: every live non-persistent \
+                pin is revoked every this many milliseconds, at most 60000 (debugfs \
+                <gpu>/faults: revoke every); 0 = never",
+        },
     },
 }
 
@@ -176,9 +182,17 @@ struct ModuleState(());
 
 impl ModuleState {
     fn init() -> Result<Self> {
-        // The one fault-control parameter with a bound (the others take any value).
-        if fault_params().1 > 1_000_000 {
+        // The fault-control parameters with a bound (the others take any value).
+        let faults = fault_params();
+        if faults.callback_delay_us > 1_000_000 {
             pr_err!("fault_callback_delay_us: at most 1000000\n");
+            return Err(EINVAL);
+        }
+        if faults.revoke_every_ms > faults::MAX_REVOKE_EVERY_MS {
+            pr_err!(
+                "fault_revoke_every_ms: at most {}\n",
+                faults::MAX_REVOKE_EVERY_MS
+            );
             return Err(EINVAL);
         }
         mem::fb::init_retired();
@@ -266,14 +280,26 @@ pub(crate) fn dmabuf_revocable_only() -> bool {
     module_parameters::dmabuf_revocable_only.value()
 }
 
-/// The fault controls the module parameters set on every GPU at probe ([`faults`]):
-/// `(BAR1 budget in MiB, callback delay in µs, callbacks from the workqueue)`.
-pub(crate) fn fault_params() -> (u32, u32, bool) {
-    (
-        module_parameters::fault_bar1_mib.value(),
-        module_parameters::fault_callback_delay_us.value(),
-        module_parameters::fault_callback_workqueue.value(),
-    )
+/// The fault controls the module parameters set on every GPU at probe ([`faults`]).
+pub(crate) struct FaultParams {
+    /// `fault_bar1_mib`: the BAR1 budget in MiB (0: none).
+    pub(crate) bar1_mib: u32,
+    /// `fault_callback_delay_us`: how late free callbacks are called.
+    pub(crate) callback_delay_us: u32,
+    /// `fault_callback_workqueue`: releases revoke their pins from the workqueue.
+    pub(crate) callback_workqueue: bool,
+    /// `fault_revoke_every_ms`: the period of revocations (0: none).
+    pub(crate) revoke_every_ms: u32,
+}
+
+/// The `fault_*` module parameters.
+pub(crate) fn fault_params() -> FaultParams {
+    FaultParams {
+        bar1_mib: module_parameters::fault_bar1_mib.value(),
+        callback_delay_us: module_parameters::fault_callback_delay_us.value(),
+        callback_workqueue: module_parameters::fault_callback_workqueue.value(),
+        revoke_every_ms: module_parameters::fault_revoke_every_ms.value(),
+    }
 }
 
 /// The `compact_on_alloc` module parameter.

@@ -14,7 +14,8 @@
 #      declaring an NVLink pair;
 #   6. VM, PCIe switch without an IOMMU: the p2p scenario on bus addresses;
 #   7. `make consumer` (tests/consumer-run.sh) with the worked example
-#      (examples/edu-peer), and with a script that must fail;
+#      (examples/edu-peer: its happy path and every fault control), and with
+#      a script that must fail;
 #   8. VM on the sanitizer kernel (KASAN, UBSAN, SLUB debugging, debug
 #      objects, lockdep, kmemleak): every scenario, plus fault injection at
 #      every allocation of each path and a bounded fuzzer.
@@ -136,7 +137,8 @@ meta "parameter peer_device documented" 'modinfo -F parm "$ko" | grep -q "^peer_
 meta "parameter dmabuf_revocable_only documented" \
 	'modinfo -F parm "$ko" | grep -q "^dmabuf_revocable_only:.*(bool)"'
 meta "parameter compact_on_alloc documented" 'modinfo -F parm "$ko" | grep -q "^compact_on_alloc:.*(bool)"'
-for p in fault_bar1_mib:u32 fault_callback_delay_us:u32 fault_callback_workqueue:bool; do
+for p in fault_bar1_mib:u32 fault_callback_delay_us:u32 fault_callback_workqueue:bool \
+	fault_revoke_every_ms:u32; do
 	meta "parameter ${p%%:*} documented" "modinfo -F parm \"\$ko\" | grep -q '^${p%%:*}:Fault control.*(${p#*:})'"
 done
 meta "parameter bind_nvidia documented (GPUs are bound only on request)" \
@@ -157,7 +159,7 @@ meta "rustfmt --check of the module and the host crate" \
 for f in rust/helpers.c rust/helpers.h rust/bench_buddy.c include/nvrs.h \
 	include/nvrs_emu_identity.h include/uapi/nvrs.h rust/dmabuf.c \
 	tests/consumer/consumer.c tests/consumer/consumer.h tests/consumer/dmabuf.c \
-	examples/edu-peer/edu_peer.c \
+	examples/edu-peer/edu_peer.c rust/faults.c \
 	tests/vm/tcg_profile/tb_count.c tests/vm/tcg_profile/qemu_plugin_api.h; do
 	meta "checkpatch $f" 'perl "$KSRC/scripts/checkpatch.pl" --no-tree --quiet -f "$ROOT/$f" >/dev/null'
 done
@@ -244,15 +246,19 @@ vm switch-noiommu --topology switch --iommu off --scenario probe --scenario p2p 
 	--scenario dmabuf "${KUNIT[@]}"
 
 # The consumer test-bed, through the command a consumer author runs: the
-# worked example (examples/edu-peer) must pass, and a script that fails must
-# make the command fail.
+# worked example (examples/edu-peer) must pass, its happy path (test.sh) and
+# under every fault control (faults.sh) in one VM, each script by its own
+# verdict; and a script that fails must make the command fail.
 step "make consumer: the worked example, and a script that must fail"
 cp=0
 cf=0
-if make -s -C "$ROOT" consumer M="$ROOT/examples/edu-peer" \
-	SCRIPT="$ROOT/examples/edu-peer/test.sh" >"$OUT/consumer-example.txt" 2>&1 &&
-	grep -q '^consumer: PASS (' "$OUT/consumer-example.txt"; then
-	echo "ok - make consumer M=examples/edu-peer SCRIPT=examples/edu-peer/test.sh: $(tail -n1 "$OUT/consumer-example.txt")"
+EX=$ROOT/examples/edu-peer
+if make -s -C "$ROOT" consumer M="$EX" SCRIPT="$EX/test.sh $EX/faults.sh" \
+	>"$OUT/consumer-example.txt" 2>&1 &&
+	grep -q '^consumer: PASS (' "$OUT/consumer-example.txt" &&
+	grep -qE '^nvrs-tap: ok [0-9]+ - test.sh exited with status 0$' "$OUT/consumer-example.txt" &&
+	grep -qE '^nvrs-tap: ok [0-9]+ - faults.sh exited with status 0$' "$OUT/consumer-example.txt"; then
+	echo "ok - make consumer M=examples/edu-peer SCRIPT=\"test.sh faults.sh\": $(tail -n1 "$OUT/consumer-example.txt")"
 	cp=$((cp + 1))
 else
 	tail -n 60 "$OUT/consumer-example.txt"

@@ -27,6 +27,7 @@ cp "$F" /tmp/faults.before
 for bad in "fail get_pages EPERM nth 1" "fail get_pages EIO nth 0" "fail nosuch EIO nth 1" \
 	"fail get_pages EIO permille 1001 seed 1" "bar1 lots" "revoke later" \
 	"callback delay 1000001" "callback context softirq" \
+	"revoke every 0" "revoke every 60001" "remove surprise now" \
 	"fail get_pages EIO nth 1 $(printf 'x%.0s' $(seq 120))"; do
 	tool "'$(echo "$bad" | cut -c1-40)' refused with EINVAL" !EINVAL benchwrite "$F" "$bad"
 	check "  and nothing changed" cmp -s "$F" /tmp/faults.before
@@ -115,6 +116,23 @@ check "  pin 0: revoked, callback once" grep -q "^slot 0 pinned 0 mapped 0 persi
 check "  pin 1 (made after the roll): live" grep -q "^slot 1 pinned 1 mapped 0 persistent 0 callbacks 0$" /tmp/tool.out
 check "  the persistent pin: live" grep -q "^slot 2 pinned 1 mapped 0 persistent 1 callbacks 0$" /tmp/tool.out
 
+# revoke every: a timer revokes the live non-persistent pins, again and again,
+# until "revoke off".
+tool "with 'revoke every 200', live pins are revoked periodically; 'revoke off' stops it" \
+	alloc A 0 2M \; ctl pin 0 @A 0x10000 \; ctl ppin 2 @A 0x10000 \; \
+	sh "echo revoke every 200 >$F" \; sh "sleep 1" \; ctl status 0 \; \
+	ctl pin 1 @A 0x10000 \; sh "sleep 1" \; ctl status 1 \; ctl status 2 \; \
+	sh "cat $F" \; sh "echo revoke off >$F" \; ctl pin 3 @A 0x10000 \; sh "sleep 1" \; \
+	ctl status 3 \; ctl put 0 \; ctl put 1 \; ctl put 2 \; ctl put 3 \; free A
+check "  pin 0: revoked by a tick, callback once" grep -q "^slot 0 pinned 0 mapped 0 persistent 0 callbacks 1$" /tmp/tool.out
+check "  pin 1, made a second later: revoked by a later tick" grep -q "^slot 1 pinned 0 mapped 0 persistent 0 callbacks 1$" /tmp/tool.out
+check "  the persistent pin: live" grep -q "^slot 2 pinned 1 mapped 0 persistent 1 callbacks 0$" /tmp/tool.out
+check "  the faults file shows the period" grep -qx "revoke every 200" /tmp/tool.out
+check "  pin 3, made after 'revoke off': live a second later" grep -q "^slot 3 pinned 1 mapped 0 persistent 0 callbacks 0$" /tmp/tool.out
+check "  'revoke off' took the period away" sh -c "! grep -q '^revoke every' $F"
+check "  both settings logged" sh -c \
+	"dmesg | grep -q 'fault control: revoke every 200' && dmesg | grep -q 'fault control: revoke off'"
+
 # The callback's context and delay, for the revocations of a FREE.
 tool "by default a FREE runs the callback in the freeing thread" \
 	alloc A 0 2M \; ctl pin 4 @A 0x10000 \; free A \; ctl cbctx 4 \; ctl put 4
@@ -135,13 +153,39 @@ check "  the delay holds the FREE up (at least 300 ms, to 10 ms)" test $((T1 - T
 echo "callback context thread" >"$F"
 echo "callback delay 0" >"$F"
 
-# Counters: 6 Nth failures, the probability runs' failures, one BAR1 refusal.
+# Counters: 6 Nth failures, the probability runs' failures, one BAR1 refusal;
+# revoked: two by "revoke now", one by "revoke permille", two by "revoke every".
 FAILS=$(echo "$P1$P2$P3" | tr -cd 1 | wc -c)
 tool "GPU_STATS counts what the controls did" stats 0
 expect_eq "  injected: every failure the controls caused" \
-	"stats faults injected $((6 + FAILS)) revoked 3 bar1_budget 0" \
+	"stats faults injected $((6 + FAILS)) revoked 5 bar1_budget 0" \
 	"$(grep '^stats faults' /tmp/tool.out)"
 check "  the faults file agrees" grep -qx "injected $((6 + FAILS))" "$F"
+check_all_returned
+
+# remove surprise: GPU1 falls off the bus while a process owns all of its
+# memory, a consumer holds a pin and a persistent pin on it. The pin's callback
+# runs once, the function leaves the bus, and after a rescan the GPU comes back
+# with none of the old owner's bytes.
+GPU1=$(nvrs_bound | sed -n 2p)
+F1=/sys/kernel/debug/nvrs/$GPU1/faults
+FB1=$(fb_total $GPU1)
+dmesg_mark
+tool "GPU1 falls off the bus under an allocation, a pin and a persistent pin" \
+	alloc A 1 $FB1 \; fill A 0x5ec2e7e1 \; ctl pin 0 @A 0x10000 \; ctl ppin 1 @A 0x10000 \; \
+	sh "echo remove surprise >$F1" \; \
+	sh "for i in \$(seq 100); do test -e /sys/bus/pci/devices/$GPU1 || break; sleep 0.1; done" \; \
+	ctl status 0 \; ctl status 1 \; sh "ls /sys/bus/pci/devices" \; ctl put 0 \; ctl put 1
+check "  the pin: revoked, callback once" grep -q "^slot 0 pinned 0 mapped 0 persistent 0 callbacks 1$" /tmp/tool.out
+check "  the function left the bus" sh -c "! grep -qx '$GPU1' /tmp/tool.out && ! test -e /sys/bus/pci/devices/$GPU1"
+dmesg_new >/tmp/dmesg.new
+check "  logged: the request, then the teardown of a disconnected GPU" sh -c \
+	"grep -q 'fault control: surprise removal' /tmp/dmesg.new &&
+	 grep -q 'fell off the bus: revoking its pins' /tmp/dmesg.new"
+check "  the persistent pin was put, nothing is pinned" grep -qx "pins: 0" /sys/kernel/debug/nvrs/p2p
+echo 1 >/sys/bus/pci/rescan
+check "  a rescan finds it again and nvrs binds it" test -e /sys/bus/pci/drivers/nvrs/$GPU1
+tool "  all of GPU1 reads zero for the next owner" alloc B 1 $FB1 \; zero B \; free B
 check_all_returned
 check "rmmod consumer" rmmod nvrs_consumer
 check "rmmod nvrs" rmmod nvrs
@@ -170,5 +214,25 @@ check "  in a worker" grep -qx "cbctx exiting 0 worker 1" /tmp/tool.out
 check_all_returned
 check "rmmod consumer" rmmod nvrs_consumer
 check "rmmod nvrs" rmmod nvrs
+
+# fault_revoke_every_ms: the periodic revocation from probe on.
+if insmod $M/nvrs.ko emulated=1 fault_revoke_every_ms=60001 2>/tmp/err.txt; then
+	not_ok "a revocation period over 60 s is refused at insmod"
+	rmmod nvrs
+else
+	ok "a revocation period over 60 s is refused at insmod"
+fi
+check "insmod nvrs with fault_revoke_every_ms=300" \
+	insmod $M/nvrs.ko emulated=1 peer_device=0x123411e8 fault_revoke_every_ms=300
+check "insmod consumer" insmod $M/nvrs_consumer.ko
+for g in $(nvrs_bound); do
+	check "  $g: the period is set" grep -qx 'revoke every 300' /sys/kernel/debug/nvrs/$g/faults
+done
+tool "  a pin is revoked within a second" \
+	alloc A 0 2M \; ctl pin 0 @A 0x10000 \; sh "sleep 1" \; ctl status 0 \; ctl put 0 \; free A
+check "  revoked, callback once" grep -q "^slot 0 pinned 0 mapped 0 persistent 0 callbacks 1$" /tmp/tool.out
+check_all_returned
+check "rmmod consumer" rmmod nvrs_consumer
+check "rmmod nvrs (the timer stops with the GPUs)" rmmod nvrs
 check "no splat" sh -c "! dmesg | grep -qE 'WARNING:|BUG:|Oops'"
 done_testing

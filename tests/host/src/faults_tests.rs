@@ -90,6 +90,14 @@ fn bad_commands_change_nothing() {
         "revoke permille 1001 seed 1",
         "revoke permille 5 seed 1 x",
         "revoke off now",
+        "revoke every",
+        "revoke every 0",
+        "revoke every 60001",
+        "revoke every 5 ms",
+        "revoke every -5",
+        "remove",
+        "remove orderly",
+        "remove surprise now",
         "callback",
         "callback delay",
         "callback delay 1000001",
@@ -148,4 +156,34 @@ fn callback_controls() {
     f.apply("callback delay 0").unwrap();
     f.apply("callback context thread").unwrap();
     assert!(!f.any());
+}
+
+#[test]
+fn periodic_revocation() {
+    let mut f = Faults::default();
+    assert_eq!(f.apply("revoke every 250"), Ok(Action::RevokeEvery(250)));
+    assert_eq!(f.revoke_every_ms, 250);
+    assert!(f.any());
+    assert!(
+        f.to_string().lines().any(|l| l == "revoke every 250"),
+        "{f}"
+    );
+    assert_eq!(
+        f.apply("revoke every 60000"),
+        Ok(Action::RevokeEvery(60_000))
+    );
+    f.apply("revoke permille 5 seed 1").unwrap();
+    // `revoke off` stops both kinds of revocation, and tells the caller to stop the timer.
+    assert_eq!(f.apply("revoke off"), Ok(Action::RevokeEvery(0)));
+    assert_eq!(f.revoke_every_ms, 0);
+    assert_eq!(f.roll_revoke(), None);
+    assert!(!f.any());
+    assert!(!f.to_string().contains("revoke every"), "{f}");
+}
+
+#[test]
+fn surprise_removal_is_an_action_not_a_setting() {
+    let mut f = Faults::default();
+    assert_eq!(f.apply("remove surprise"), Ok(Action::RemoveSurprise));
+    assert_eq!(f, Faults::default());
 }
