@@ -63,8 +63,9 @@ check "rmmod consumer" rmmod nvrs_consumer
 check "rmmod nvrs" rmmod nvrs
 
 # Under the fault controls (issue 22): every call that can be made to fail
-# fails now and then, pins are revoked at random while others are made, and
-# callbacks run late from the workqueue; the fuzzer's properties must hold and
+# fails now and then, pins are revoked at random while others are made and by
+# a timer every 50 ms, and callbacks run late from the workqueue; the fuzzer's
+# properties must hold and
 # every pin and byte must come back all the same.
 FAULT_OPS=${NVRS_FUZZ_FAULT_OPS:-$((OPS / 5))}
 check "insmod nvrs with the callback controls" insmod $M/nvrs.ko emulated=1 \
@@ -78,7 +79,8 @@ for g in $(nvrs_bound); do
 		echo 'fail dma_map ENOMEM permille 30 seed $SEED' >$F &&
 		echo 'fail dmabuf_attach EBUSY permille 30 seed $SEED' >$F &&
 		echo 'fail dmabuf_map EIO permille 30 seed $SEED' >$F &&
-		echo 'revoke permille 20 seed $SEED' >$F"
+		echo 'revoke permille 20 seed $SEED' >$F &&
+		echo 'revoke every 50' >$F"
 done
 fuzz "$FAULT_OPS"
 echo "nvrs-fuzz-count-faults: $count"
@@ -88,6 +90,11 @@ for g in $(nvrs_bound); do
 	diag "$g: $(tr '\n' ' ' </sys/kernel/debug/nvrs/$g/faults)"
 done
 check "  the controls made calls fail ($injected)" test "$injected" -gt 0
+revoked=0
+for g in $(nvrs_bound); do
+	revoked=$((revoked + $(sed -n 's/^revoked //p' /sys/kernel/debug/nvrs/$g/faults)))
+done
+check "  the controls revoked pins ($revoked)" test "$revoked" -gt 0
 check_all_returned
 check "rmmod consumer" rmmod nvrs_consumer
 check "rmmod nvrs" rmmod nvrs
