@@ -467,15 +467,19 @@ static const struct vm_operations_struct nvrs_vm_ops = {
  *       the caller)
  * @alloc: the allocation it maps; the VMA owns one reference, dropped by
  *         nvrs_alloc_vma_close()
+ * @pages: map the allocation's struct pages (P2PDMA pages, rust/p2pdma.c)
+ *         instead of bare page frames
  *
  * The caller has already made the VMA one that is never copied on fork,
- * expanded or dumped (VM_IO, VM_DONTCOPY, VM_DONTEXPAND, VM_DONTDUMP, through
- * the kernel crate's VmaNew setters); this adds VM_PFNMAP, which the kernel
- * crate has no setter for, and the write-combined protection.
+ * expanded or dumped (VM_DONTCOPY, VM_DONTEXPAND, VM_DONTDUMP, and VM_IO for
+ * frames, through the kernel crate's VmaNew setters); this adds VM_PFNMAP for
+ * frames or VM_MIXEDMAP for pages, which the kernel crate has no setters for,
+ * and the write-combined protection (for pages, the memory type the aperture
+ * is reserved with, so the user mapping agrees with the kernel's).
  */
-void nvrs_vma_setup(struct vm_area_struct *vma, void *alloc)
+void nvrs_vma_setup(struct vm_area_struct *vma, void *alloc, bool pages)
 {
-	vm_flags_set(vma, VM_PFNMAP);
+	vm_flags_set(vma, pages ? VM_MIXEDMAP : VM_PFNMAP);
 	vma->vm_page_prot =
 		pgprot_writecombine(vm_get_page_prot(vma->vm_flags));
 	vma->vm_private_data = alloc;
@@ -488,6 +492,9 @@ void nvrs_vma_setup(struct vm_area_struct *vma, void *alloc)
  * @file_off: the file offset (GPU VA) the piece starts at
  * @phys: CPU physical address of the piece
  * @len: bytes in the piece
+ * @pages: insert the struct pages (a VMA set up for pages: P2PDMA pages nvrs
+ *         holds a reference on) rather than their frame numbers, so that
+ *         get_user_pages() and the block layer can take them
  *
  * Inserts every page of the piece that lies inside the faulting VMA, so a
  * 64 KiB piece costs one fault. Called with the allocation's lock held.
@@ -495,7 +502,7 @@ void nvrs_vma_setup(struct vm_area_struct *vma, void *alloc)
  * Return: VM_FAULT_NOPAGE, or the error of the faulting page's insertion.
  */
 vm_fault_t nvrs_vmf_insert(struct vm_fault *vmf, u64 file_off, u64 phys,
-			   u64 len)
+			   u64 len, bool pages)
 {
 	struct vm_area_struct *v = vmf->vma;
 	u64 vma_off = (u64)v->vm_pgoff << PAGE_SHIFT;
@@ -504,14 +511,22 @@ vm_fault_t nvrs_vmf_insert(struct vm_fault *vmf, u64 file_off, u64 phys,
 	for (o = 0; o < len; o += PAGE_SIZE) {
 		unsigned long addr;
 		vm_fault_t ret;
+		int err;
 
 		if (file_off + o < vma_off)
 			continue;
 		addr = v->vm_start + (unsigned long)(file_off + o - vma_off);
 		if (addr >= v->vm_end)
 			break;
-		ret = vmf_insert_pfn_prot(v, addr, (phys + o) >> PAGE_SHIFT,
-					  v->vm_page_prot);
+		if (pages) {
+			err = vm_insert_page(v, addr,
+					     pfn_to_page(PHYS_PFN(phys + o)));
+			ret = !err || err == -EBUSY ? VM_FAULT_NOPAGE :
+			      err == -ENOMEM ? VM_FAULT_OOM : VM_FAULT_SIGBUS;
+		} else {
+			ret = vmf_insert_pfn_prot(v, addr, PHYS_PFN(phys + o),
+						  v->vm_page_prot);
+		}
 		if (ret != VM_FAULT_NOPAGE && addr == (vmf->address & PAGE_MASK))
 			return ret;
 	}

@@ -70,9 +70,9 @@ int nvrs_node_cpulist(int node, char *buf, u32 len);
 
 int nvrs_dma_map_mmio(struct pci_dev *peer, u64 phys, u64 size, u64 *dma);
 void nvrs_dma_unmap_mmio(struct pci_dev *peer, u64 dma, u64 size);
-void nvrs_vma_setup(struct vm_area_struct *vma, void *alloc);
+void nvrs_vma_setup(struct vm_area_struct *vma, void *alloc, bool pages);
 vm_fault_t nvrs_vmf_insert(struct vm_fault *vmf, u64 file_off, u64 phys,
-			   u64 len);
+			   u64 len, bool pages);
 int nvrs_aperture_wc(struct pci_dev *pdev, u64 phys, u64 len);
 struct nvrs_mm_watch *nvrs_mm_watch_current(void *owner);
 bool nvrs_mm_watch_is_current(struct nvrs_mm_watch *watch);
@@ -100,6 +100,15 @@ void nvrs_ticker_stop(struct nvrs_ticker *t);
 void nvrs_ticker_free(struct nvrs_ticker *t);
 int nvrs_pci_surprise_remove(struct pci_dev *pdev);
 bool nvrs_pci_is_disconnected(struct pci_dev *pdev);
+
+/* rust/p2pdma.c: GPU memory as a P2PDMA provider. */
+int nvrs_p2pdma_register(struct pci_dev *pdev, int bar, u64 offset, u64 size);
+void nvrs_p2pdma_unregister(struct pci_dev *pdev, u64 phys, u64 size);
+int nvrs_p2pdma_get_pages(u64 phys, u64 len);
+void nvrs_p2pdma_put_pages(u64 phys, u64 len);
+u64 nvrs_p2pdma_busy(u64 phys, u64 len);
+u64 nvrs_p2pdma_wait_free(u64 phys, u64 len, u32 timeout_ms);
+u64 nvrs_p2pdma_freed(void);
 
 /* Implemented in Rust (src/driver/faults.rs). */
 void nvrs_ticker_fire_rs(void *owner);

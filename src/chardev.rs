@@ -46,7 +46,10 @@ use kernel::{
 use crate::{
     gpu, helpers,
     hwref::P2P_PAGE_SIZE,
-    mem::Allocation,
+    mem::{
+        allocation::AllocOptions,
+        Allocation, //
+    },
     pmm::stats::RootKind,
     topology::Link,
     uapi,
@@ -199,9 +202,11 @@ impl NvrsFile {
             return Err(EINVAL);
         }
         let g = gpu::by_index(a.gpu).ok_or(ENODEV)?;
-        let span = self
-            .vs
-            .alloc(&g, a.size, a.flags & uapi::ALLOC_CONTIGUOUS != 0)?;
+        let opts = AllocOptions {
+            contiguous: a.flags & uapi::ALLOC_CONTIGUOUS != 0,
+            p2pdma: a.flags & uapi::ALLOC_P2PDMA != 0,
+        };
+        let span = self.vs.alloc(&g, a.size, opts)?;
         a.va = span.start();
         if let Err(e) = w.write(&a) {
             // The caller cannot learn the VA: do not leak the memory.
@@ -446,7 +451,7 @@ impl MiscDevice for NvrsFile {
         // SAFETY: `vma` is the shared VMA of this `mmap` call; the reference on the allocation's
         // handle from `into_raw` is handed to it and dropped by its `close`. Nothing can fail
         // after this.
-        unsafe { helpers::vma_setup(vma, Arc::into_raw(a.cpu.clone()).cast()) };
+        unsafe { helpers::vma_setup(vma, Arc::into_raw(a.cpu.clone()).cast(), a.backing.p2pdma) };
         Ok(())
     }
 }

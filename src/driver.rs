@@ -231,6 +231,8 @@ impl pci::Driver for NvrsDriver {
             let faults = FaultCtl::new(info.clone())?;
             faults.apply_params()?;
             let faults_data = faults.clone();
+            let p2pdma_mem = mem.clone();
+            let fb_range = probed.fb;
             let pmm_files = match &mem {
                 Some(m) => Some(KBox::pin_init(FbDebugfs::new(&dir, m), GFP_KERNEL)?),
                 None => None,
@@ -254,6 +256,10 @@ impl pci::Driver for NvrsDriver {
                 _regs: regs,
                 // Only once everything is in place: a failed probe prints no success line.
                 _: {
+                    // Last: the GPU's memory as struct pages for storage DMA.
+                    if let Some(m) = &p2pdma_mem {
+                        publish_p2pdma(pdev, aperture, fb_range, m);
+                    }
                     dev_info!(
                         pdev,
                         "{} (chipset {:#x}), {} aperture\n",
@@ -334,6 +340,41 @@ impl NvrsDriver {
         if mem.held_bytes() != 0 {
             crate::mem::fb::retire(mem.clone());
         }
+        if mem.p2pdma.is_published() {
+            // SAFETY: Every allocation was released above, and a release lets go of its struct
+            // pages (`mem::p2pdma`), so nvrs holds none; the range is what `publish_p2pdma`
+            // published.
+            unsafe {
+                crate::helpers::p2pdma_unregister(
+                    pdev,
+                    gpu.aperture.phys + gpu.fb.offset,
+                    gpu.fb.size,
+                )
+            };
+        }
+    }
+}
+
+/// Gives the GPU's memory struct pages in the kernel's P2PDMA, for `NVRS_ALLOC_P2PDMA`
+/// allocations ([`crate::mem::p2pdma`]), unless the `p2pdma` parameter is off. A failure is
+/// one dmesg line; the GPU works without them.
+fn publish_p2pdma(pdev: &pci::Device<Core<'_>>, aperture: Aperture, fb: FbRange, mem: &FbMemory) {
+    if !crate::p2pdma() {
+        return;
+    }
+    match crate::helpers::p2pdma_register(pdev, aperture.bar, fb.offset, fb.size) {
+        Ok(()) => {
+            mem.p2pdma.publish();
+            dev_info!(
+                pdev,
+                "P2PDMA provider: {} of GPU memory as struct pages\n",
+                Size(fb.size)
+            );
+        }
+        Err(e) => dev_warn!(
+            pdev,
+            "no P2PDMA provider ({e:?}): NVRS_ALLOC_P2PDMA allocations fail with EOPNOTSUPP\n"
+        ),
     }
 }
 

@@ -207,7 +207,17 @@ impl GpuInfo {
             f,
             "nvlink_peers: {:#x} ({} links each)",
             self.nvlink.peers, self.nvlink.links_per_peer
-        )
+        )?;
+        match &self.mem {
+            Some(m) if m.p2pdma.is_published() => writeln!(
+                f,
+                "p2pdma: provider, {} in allocations, {} stuck behind I/O; {} pages came back free (all GPUs)",
+                Size(m.p2pdma.bytes()),
+                Size(m.p2pdma.stuck_bytes()),
+                crate::helpers::p2pdma_freed()
+            ),
+            _ => writeln!(f, "p2pdma: none"),
+        }
     }
 }
 

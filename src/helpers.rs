@@ -310,20 +310,25 @@ pub(crate) unsafe fn dma_unmap_mmio(peer: &PeerRef, dma: u64, size: u64) {
 /// Makes `vma` a fault-mapped, write-combined window on the allocation at `alloc`, never
 /// copied on fork, expanded, dumped or executable. The VMA takes over the reference `alloc`
 /// stands for (an `Arc::into_raw`); the VMA callbacks in [`crate::mem::cpu_map`] count it.
+/// With `pages`, faults insert the memory's struct pages (P2PDMA pages) rather than bare
+/// page frames, so that `pin_user_pages(FOLL_PCI_P2PDMA)` accepts the mapping; such a VMA is
+/// not `VM_IO`.
 ///
 /// # Safety
 ///
 /// `vma` must be the shared VMA of the current `mmap` call, and `alloc` a pointer obtained from
 /// `Arc::<Allocation>::into_raw` whose reference is handed to the VMA.
-pub(crate) unsafe fn vma_setup(vma: &kernel::mm::virt::VmaNew, alloc: *const c_void) {
-    vma.set_io();
+pub(crate) unsafe fn vma_setup(vma: &kernel::mm::virt::VmaNew, alloc: *const c_void, pages: bool) {
+    if !pages {
+        vma.set_io();
+    }
     vma.set_dontcopy();
     vma.set_dontexpand();
     vma.set_dontdump();
     // SAFETY: `vma` is being set up by the current `mmap` call (the caller's guarantee), so its
     // flags, protection, operations and private data are ours to set; the C side only stores
     // `alloc`.
-    unsafe { nvrs_vma_setup(vma.as_ptr(), alloc.cast_mut()) }
+    unsafe { nvrs_vma_setup(vma.as_ptr(), alloc.cast_mut(), pages) }
 }
 
 /// Whether `vma` is a shared mapping (`MAP_SHARED`, writable or not: a read-only one has
@@ -355,17 +360,19 @@ impl Fault {
     }
 
     /// Inserts the pages of the aperture piece at `phys` (`len` bytes), which backs the file
-    /// offsets from `file_off`, into the faulting VMA; returns the `vm_fault_t`.
+    /// offsets from `file_off`, into the faulting VMA; returns the `vm_fault_t`. With `pages`,
+    /// the struct pages themselves (a VMA set up for pages).
     ///
     /// # Safety
     ///
     /// `[phys, phys + len)` must be GPU memory of a live allocation that this VMA maps at
     /// `file_off`, and stay so until the allocation's release removes the mappings (the caller
-    /// holds the allocation's lock).
-    pub(crate) unsafe fn insert(&self, file_off: u64, phys: u64, len: u64) -> u32 {
+    /// holds the allocation's lock). With `pages`, the VMA must have been set up for pages and
+    /// the memory must be P2PDMA pages nvrs holds a reference on ([`p2pdma_get_pages`]).
+    pub(crate) unsafe fn insert(&self, file_off: u64, phys: u64, len: u64, pages: bool) -> u32 {
         // SAFETY: `vmf` is the fault being handled (type invariant); the range is the caller's
         // allocation (function safety requirement).
-        unsafe { nvrs_vmf_insert(self.vmf, file_off, phys, len) }
+        unsafe { nvrs_vmf_insert(self.vmf, file_off, phys, len, pages) }
     }
 }
 
@@ -472,6 +479,76 @@ impl Drop for Ticker {
         // SAFETY: `ticker` is valid and ours (type invariant); it is not used again.
         unsafe { nvrs_ticker_free(self.ticker) }
     }
+}
+
+/// Publishes `size` bytes of `pdev`'s BAR `bar` from `offset` to the kernel's P2PDMA as struct
+/// pages, all of them nvrs's to hand out (`rust/p2pdma.c`). Device-managed: the pages go after
+/// the unbind, once every one of them is free.
+pub(crate) fn p2pdma_register(
+    pdev: &pci::Device<kernel::device::Core<'_>>,
+    bar: u32,
+    offset: u64,
+    size: u64,
+) -> Result {
+    let bar = c_int::try_from(bar)?;
+    // SAFETY: `raw_pci_dev` returns the valid `struct pci_dev` being probed.
+    kernel::error::to_result(unsafe { nvrs_p2pdma_register(raw_pci_dev(pdev), bar, offset, size) })
+}
+
+/// Gives the P2PDMA pool of `[phys, phys + size)` back (the unbind).
+///
+/// # Safety
+///
+/// The range must be what [`p2pdma_register`] published for `pdev`, and nvrs must hold no page
+/// of it any more (every allocation's [`p2pdma_put_pages`] done).
+pub(crate) unsafe fn p2pdma_unregister(
+    pdev: &pci::Device<kernel::device::Core<'_>>,
+    phys: u64,
+    size: u64,
+) {
+    // SAFETY: `raw_pci_dev` returns the valid `struct pci_dev` being unbound; the range is the
+    // pool `p2pdma_register` took (function safety requirement).
+    unsafe { nvrs_p2pdma_unregister(raw_pci_dev(pdev), phys, size) }
+}
+
+/// Takes nvrs's reference on every page of `[phys, phys + len)`; `-EBUSY` (nothing taken) if a
+/// page is not free.
+///
+/// # Safety
+///
+/// The range must be page-aligned memory of a GPU whose memory [`p2pdma_register`] published,
+/// still bound, and not handed to anyone else.
+pub(crate) unsafe fn p2pdma_get_pages(phys: u64, len: u64) -> Result {
+    // SAFETY: The range has P2PDMA struct pages (function safety requirement).
+    kernel::error::to_result(unsafe { nvrs_p2pdma_get_pages(phys, len) })
+}
+
+/// Drops nvrs's reference on every page of `[phys, phys + len)`.
+///
+/// # Safety
+///
+/// nvrs must hold a reference on each page, taken by [`p2pdma_get_pages`] and not yet dropped.
+pub(crate) unsafe fn p2pdma_put_pages(phys: u64, len: u64) {
+    // SAFETY: Each page has the reference nvrs drops (function safety requirement).
+    unsafe { nvrs_p2pdma_put_pages(phys, len) }
+}
+
+/// Waits up to `timeout_ms` until every page of `[phys, phys + len)` is free; returns how many
+/// are not.
+///
+/// # Safety
+///
+/// The range must have P2PDMA struct pages that stay while this runs (its GPU's pages go only
+/// after the unbind, which waits for the releases this is part of).
+pub(crate) unsafe fn p2pdma_wait_free(phys: u64, len: u64, timeout_ms: u32) -> u64 {
+    // SAFETY: The range has P2PDMA struct pages (function safety requirement).
+    unsafe { nvrs_p2pdma_wait_free(phys, len, timeout_ms) }
+}
+
+/// Pages nvrs handed out for P2PDMA that came back free, over all GPUs.
+pub(crate) fn p2pdma_freed() -> u64 {
+    // SAFETY: Reads a counter.
+    unsafe { nvrs_p2pdma_freed() }
 }
 
 /// Takes `pdev` off the bus as a surprise removal does: marked disconnected at once, then

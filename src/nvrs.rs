@@ -96,6 +96,12 @@ module! {
                 without invalidate_mappings: efa, bnxt_re, mana_ib, ionic), as vfio-pci does; \
                 otherwise their mappings outlive a GPU's removal like persistent pins",
         },
+        p2pdma: bool {
+            default: true,
+            description: "Give each GPU's memory struct pages in the kernel's P2PDMA (64 bytes of \
+                system memory per 4 KiB), so that NVRS_ALLOC_P2PDMA allocations can be the \
+                target of O_DIRECT reads and writes (NVMe DMA straight into GPU memory)",
+        },
         compact_on_alloc: bool {
             default: true,
             description: "When an allocation fails although enough memory is free, move movable \
@@ -300,6 +306,11 @@ pub(crate) fn fault_params() -> FaultParams {
         callback_workqueue: module_parameters::fault_callback_workqueue.value(),
         revoke_every_ms: module_parameters::fault_revoke_every_ms.value(),
     }
+}
+
+/// The `p2pdma` module parameter.
+pub(crate) fn p2pdma() -> bool {
+    module_parameters::p2pdma.value()
 }
 
 /// The `compact_on_alloc` module parameter.

@@ -106,8 +106,11 @@ pub(crate) struct Alloc {
 pub(crate) const ALLOC_CONTIGUOUS: u32 = 1 << 0;
 /// `NVRS_ALLOC_ZERO`: memory that reads as zero on first use; accepted, all memory does.
 pub(crate) const ALLOC_ZERO: u32 = 1 << 1;
+/// `NVRS_ALLOC_P2PDMA`: memory mapped for the CPU with struct pages the kernel's P2PDMA knows,
+/// so that `O_DIRECT` I/O can DMA into it.
+pub(crate) const ALLOC_P2PDMA: u32 = 1 << 2;
 /// `NVRS_ALLOC_FLAGS`: every flag [`Alloc::flags`] may have.
-pub(crate) const ALLOC_FLAGS: u32 = ALLOC_CONTIGUOUS | ALLOC_ZERO;
+pub(crate) const ALLOC_FLAGS: u32 = ALLOC_CONTIGUOUS | ALLOC_ZERO | ALLOC_P2PDMA;
 
 /// `struct nvrs_free`: `NVRS_IOCTL_FREE`.
 #[repr(C)]

@@ -97,7 +97,21 @@ struct nvrs_alloc {
 #define NVRS_ALLOC_CONTIGUOUS	(1U << 0)
 /* Memory that reads as zero on first use: accepted; all memory does. */
 #define NVRS_ALLOC_ZERO		(1U << 1)
-#define NVRS_ALLOC_FLAGS	(NVRS_ALLOC_CONTIGUOUS | NVRS_ALLOC_ZERO)
+/*
+ * Storage DMA straight into GPU memory: the allocation's CPU mapping (mmap of
+ * /dev/nvrs) is made of the struct pages the kernel's P2PDMA keeps for the
+ * GPU's memory, so O_DIRECT reads and writes (read/write, io_uring) on a block
+ * device that supports P2PDMA (NVMe) DMA between the device and the GPU with
+ * no bounce through system memory. The memory is pinned where it is
+ * (compaction never moves it), and a free waits until the block layer has let
+ * go of every page. Whether a device may reach the GPU is the kernel's
+ * decision: a path it refuses fails the request (EREMOTEIO). -EOPNOTSUPP if
+ * the GPU's memory has no struct pages (nvrs.ko p2pdma=0, or registration
+ * failed: dmesg says why; nvrs-smi -q shows the state).
+ */
+#define NVRS_ALLOC_P2PDMA	(1U << 2)
+#define NVRS_ALLOC_FLAGS	(NVRS_ALLOC_CONTIGUOUS | NVRS_ALLOC_ZERO | \
+				 NVRS_ALLOC_P2PDMA)
 
 /**
  * struct nvrs_free - NVRS_IOCTL_FREE

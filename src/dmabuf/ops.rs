@@ -153,7 +153,7 @@ impl Export {
         };
         // SAFETY: `[phys, phys + 64 KiB)` is memory the export holds while `st` says so;
         // revocation removes the mapping after marking the export under this lock.
-        unsafe { fault.insert(piece, self.mem().aperture_phys + fb, P2P_PAGE_SIZE) }
+        unsafe { fault.insert(piece, self.mem().aperture_phys + fb, P2P_PAGE_SIZE, false) }
     }
 }
 

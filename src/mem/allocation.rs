@@ -74,6 +74,15 @@ pub(crate) trait Index: Send + Sync {
     fn take_out(&self, a: &Allocation);
 }
 
+/// What an allocation is made of, as its owner asked (`NVRS_ALLOC_*`).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct AllocOptions {
+    /// One physically contiguous run of roots.
+    pub(crate) contiguous: bool,
+    /// Struct pages for the kernel's P2PDMA ([`crate::mem::p2pdma`]).
+    pub(crate) p2pdma: bool,
+}
+
 /// Mutable state of an allocation.
 pub(crate) struct AllocState {
     /// Released: unreachable, no new pins or mappings.
@@ -156,7 +165,7 @@ impl Allocation {
     pub(crate) fn create(
         mem: &Arc<FbMemory>,
         size: u64,
-        contiguous: bool,
+        opts: AllocOptions,
         index: Arc<dyn Index>,
         insert: impl FnOnce(Arc<Allocation>) -> Result,
     ) -> Result<Span> {
@@ -172,6 +181,10 @@ impl Allocation {
         // GPU removal waits until this allocation is in its GPU's list and its index (or given
         // back).
         let _busy = mem.enter()?;
+        if opts.p2pdma && !mem.p2pdma.is_published() {
+            return Err(EOPNOTSUPP);
+        }
+        let contiguous = opts.contiguous;
         let mut backing = match alloc_backing(mem, size, contiguous) {
             // Enough bytes are free, in the wrong places: compact, then try once more.
             Err(e) if e == ENOMEM && crate::compact_on_alloc() && mem.free_bytes() >= size => {
@@ -189,6 +202,9 @@ impl Allocation {
         // Scrub before the memory is reachable, with no lock held (this may be GiBs). On any
         // failure below, dropping `backing` returns the chunks.
         backing.scrub()?;
+        if opts.p2pdma {
+            backing.take_pages()?;
+        }
         let span = VA.lock().alloc(size).map_err(|e| match e {
             RangeError::NoMemory | RangeError::Exhausted => ENOMEM,
             RangeError::Invalid => EINVAL,
@@ -322,6 +338,9 @@ impl Allocation {
         // VMAs left behind keep only the handle: the allocation, its VAs and its pieces go once
         // no pin or dma-buf holds it.
         self.cpu.detach();
+        // Struct pages: nvrs lets go of them and waits for the block layer to do the same (no
+        // user mapping is left to take them again).
+        self.backing.drop_pages();
         // One pin at a time, without allocating: each is taken off the list under the lock and
         // revoked without it; one being put concurrently is waited for. Pins created from now
         // on are refused (`released`).

@@ -97,6 +97,12 @@ pub(crate) struct Backing {
     contiguous: bool,
     /// The chunks went back.
     returned: Atomic<bool>,
+    /// Made of struct pages, for P2PDMA ([`crate::mem::p2pdma`]).
+    pub(crate) p2pdma: bool,
+    /// nvrs holds a reference on each of those pages (from creation to release).
+    pub(super) pages_held: Atomic<bool>,
+    /// A request held some of them past the bound: the memory is never handed out again.
+    pub(super) stuck: Atomic<bool>,
 }
 
 impl Drop for Backing {
@@ -134,10 +140,19 @@ impl Backing {
 
     /// Returns the chunks to the memory manager. Memory that a mapping or a pin could have
     /// written (`touched`) is zeroed first, outside every lock; memory nobody could reach is
-    /// still zero. Called once, after every mapping and pin of the memory ended.
+    /// still zero. Called once, after every mapping and pin of the memory ended, and after the
+    /// block layer let go of its struct pages, if it is made of them ([`Backing::drop_pages`]).
     pub(super) fn give_back(&self, touched: bool) {
         if self.returned.xchg(true, Relaxed) {
             return;
+        }
+        // Struct pages (dropped at release, unless the backing never became reachable) that a
+        // request still held past the bound: the memory stays allocated.
+        if self.p2pdma {
+            self.drop_pages();
+            if self.stuck.load(Relaxed) {
+                return;
+            }
         }
         // Writing the aperture only while GPU removal waits for us; once the GPU is going away
         // its manager dies with it (or stays retired while pins from before the removal exist)
@@ -199,6 +214,9 @@ pub(crate) fn alloc_backing(mem: &Arc<FbMemory>, size: u64, contiguous: bool) ->
         layout,
         contiguous,
         returned: Atomic::new(false),
+        p2pdma: false,
+        pages_held: Atomic::new(false),
+        stuck: Atomic::new(false),
     };
     let mut ids = KVVec::new();
     ids.resize(count, ChunkId::default(), GFP_KERNEL)?;

@@ -112,6 +112,7 @@ impl Allocation {
                 self.span.start() + piece,
                 self.mem().aperture_phys + fb,
                 P2P_PAGE_SIZE,
+                self.backing.p2pdma,
             )
         }
     }

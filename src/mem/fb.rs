@@ -62,6 +62,7 @@ use crate::{
     kstorage::KernelStorage,
     mem::{
         copy::CopyEngine,
+        p2pdma::P2pdma,
         Allocation, //
     },
     pmm::{
@@ -124,6 +125,8 @@ pub(crate) struct FbMemory {
     pub(crate) faults: Mutex<Faults>,
     /// Whether any fault control is set (written under `faults`).
     faults_set: Atomic<bool>,
+    /// The GPU's memory as struct pages for the kernel's P2PDMA ([`crate::mem::p2pdma`]).
+    pub(crate) p2pdma: P2pdma,
 }
 
 /// An operation in flight on a GPU's memory ([`FbMemory::enter`]).
@@ -315,6 +318,7 @@ impl FbMemory {
                 allocs <- new_mutex!(List::new(), "FbMemory::allocs"),
                 faults <- new_mutex!(Faults::default(), "FbMemory::faults"),
                 faults_set: Atomic::new(false),
+                p2pdma: P2pdma::new(),
             }),
             GFP_KERNEL,
         )

@@ -33,6 +33,8 @@
 //!   runs, then its DMA mappings are torn down) before the memory returns. Persistent pins and
 //!   exported dma-bufs ([`crate::dmabuf`]) keep their chunks allocated until they are put or
 //!   released.
+//! * **No request outlives the memory.** An allocation made of struct pages for P2PDMA is given
+//!   back only once the block layer let go of every page ([`p2pdma`]).
 //!
 //! # Lifetime
 //!
@@ -53,6 +55,7 @@
 //! * [`holder`]: what holds an allocation's memory, as the allocation sees it;
 //! * [`va`]: the GPU VA allocator all allocations share;
 //! * [`cpu_map`]: CPU mappings by fault;
+//! * [`p2pdma`]: allocations made of struct pages, for storage DMA straight into GPU memory;
 //! * [`compact`]: compaction's mover, and [`copy`], the copy engine hook it moves bytes with.
 //!
 //! # Locking
@@ -66,6 +69,7 @@ pub(crate) mod copy;
 pub(crate) mod cpu_map;
 pub(crate) mod fb;
 pub(crate) mod holder;
+pub(crate) mod p2pdma;
 pub(crate) mod va;
 
 pub(crate) use allocation::Allocation;

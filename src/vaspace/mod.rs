@@ -58,7 +58,10 @@ use crate::{
         MmWatch, //
     },
     mem::{
-        allocation::Index,
+        allocation::{
+            AllocOptions,
+            Index, //
+        },
         fb,
         Allocation, //
     },
@@ -333,13 +336,13 @@ impl VaSpace {
         self: &Arc<Self>,
         gpu: &GpuInfo,
         size: u64,
-        contiguous: bool,
+        opts: AllocOptions,
     ) -> Result<Span> {
         let mem = gpu.mem.as_ref().ok_or(ENODEV)?;
         // Allocated before the lock is taken (it is on the `nvidia_p2p_get_pages` path).
         let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
         let index: Arc<dyn Index> = self.clone();
-        Allocation::create(mem, size, contiguous, index, |a| {
+        Allocation::create(mem, size, opts, index, |a| {
             let mut inner = self.inner.lock();
             // Checked under `inner`, which owner teardown takes after setting it.
             if inner.dead {

@@ -121,13 +121,35 @@
  *                              between two pre-faulted buffers (the anchor)
  *   foreign SLOT LEN           a child with its own /dev/nvrs file (so its
  *                              own VA space) exports SLOT's VA: its errno
- *
+ * * Storage into GPU memory (an allocation made with "p2pdma"):
+ *   dio read|write SLOT FILE FOFF LEN [AOFF]
+ *                              O_DIRECT pread/pwrite of LEN bytes between
+ *                              FILE at FOFF and SLOT's CPU mapping at AOFF
+ *                              (the NVMe controller DMAs to or from GPU
+ *                              memory); prints the time it took
+ *   uring read|write SLOT FILE FOFF LEN [AOFF]
+ *                              the same through io_uring (IORING_OP_READ or
+ *                              IORING_OP_WRITE on an O_DIRECT file)
+ *   bounce read|write SLOT FILE FOFF LEN [AOFF]
+ *                              the path without P2PDMA: O_DIRECT into an
+ *                              aligned buffer of system memory, then memcpy
+ *                              into the mapping (or the reverse)
+ *   dcmp SLOT FILE FOFF LEN [AOFF]
+ *                              SLOT's bytes at AOFF equal FILE's at FOFF
+ *                              (read through the page cache)
+ *   bgdio read SLOT FILE FOFF LEN
+ *                              dio read in a background thread; join waits
+ *                              for it and prints its result, which does not
+ *                              count (a FREE or an unbind meanwhile may cut
+ *                              the read short)
+
  * Prefix a command with "!ERRNO " (a name such as EINVAL, or a number) to
  * expect it to fail with that errno. Sizes take K, M and G suffixes.
  * Every command prints one line; the exit status is 0 if every command did
  * what was expected.
  */
 
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -142,6 +164,8 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <linux/io_uring.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -168,7 +192,7 @@ static const struct {
 	{ "EACCES", EACCES }, { "EFAULT", EFAULT }, { "EBUSY", EBUSY },
 	{ "EEXIST", EEXIST }, { "ENODEV", ENODEV }, { "EINVAL", EINVAL },
 	{ "ENOSPC", ENOSPC }, { "ENOTTY", ENOTTY }, { "ERANGE", ERANGE },
-	{ "ENOTSUPP", 524 }, { "EOPNOTSUPP", EOPNOTSUPP },
+	{ "ENOTSUPP", 524 }, { "EOPNOTSUPP", EOPNOTSUPP }, { "EREMOTEIO", EREMOTEIO },
 };
 
 static int parse_errno(const char *s)
@@ -609,6 +633,212 @@ static int check_zero(int s)
 	printf("zero: %llu bytes checked, %llu non-zero words\n",
 	       (unsigned long long)slot_size[s], (unsigned long long)bad);
 	return bad ? -EIO : 0;
+}
+
+/* The storage commands: O_DIRECT between a file and a slot's CPU mapping. */
+
+static uint64_t now_ns(void);
+
+static int dio_open(const char *file, int write)
+{
+	int f = open(file, (write ? O_WRONLY | O_CREAT : O_RDONLY) | O_DIRECT, 0644);
+
+	return f < 0 ? -errno : f;
+}
+
+/* A whole transfer or an errno: a short one (end of file) is -EIO. */
+static int dio_result(ssize_t n, uint64_t len)
+{
+	if (n < 0)
+		return -errno;
+	return (uint64_t)n == len ? 0 : -EIO;
+}
+
+static int dio(int write, int s, const char *file, uint64_t foff, uint64_t len, uint64_t aoff)
+{
+	uint64_t t0;
+	ssize_t n;
+	int f, ret = map_all(s);
+
+	if (ret)
+		return ret;
+	if (aoff > slot_size[s] || len > slot_size[s] - aoff)
+		return -ERANGE;
+	f = dio_open(file, write);
+	if (f < 0)
+		return f;
+	t0 = now_ns();
+	n = write ? pwrite(f, (char *)slot_map[s] + aoff, len, foff) :
+		    pread(f, (char *)slot_map[s] + aoff, len, foff);
+	ret = dio_result(n, len);
+	if (!ret)
+		printf("dio %s %llu bytes ns %llu\n", write ? "write" : "read",
+		       (unsigned long long)len, (unsigned long long)(now_ns() - t0));
+	close(f);
+	return ret;
+}
+
+/* One IORING_OP_READ or _WRITE through a ring of one entry, raw syscalls. */
+static int uring(int write, int s, const char *file, uint64_t foff, uint64_t len,
+		 uint64_t aoff)
+{
+	struct io_uring_params p = { 0 };
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+	unsigned int *sq_tail, *sq_array, *cq_head;
+	void *sq, *cq;
+	size_t sq_len, cq_len;
+	uint64_t t0;
+	int ring, f, ret = map_all(s);
+
+	if (ret)
+		return ret;
+	if (aoff > slot_size[s] || len > slot_size[s] - aoff || len > UINT32_MAX)
+		return -ERANGE;
+	f = dio_open(file, write);
+	if (f < 0)
+		return f;
+	ring = syscall(__NR_io_uring_setup, 1, &p);
+	if (ring < 0) {
+		ret = -errno;
+		close(f);
+		return ret;
+	}
+	sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned int);
+	cq_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
+	sq = mmap(NULL, sq_len, PROT_READ | PROT_WRITE, MAP_SHARED, ring, IORING_OFF_SQ_RING);
+	cq = mmap(NULL, cq_len, PROT_READ | PROT_WRITE, MAP_SHARED, ring, IORING_OFF_CQ_RING);
+	sqe = mmap(NULL, sizeof(*sqe), PROT_READ | PROT_WRITE, MAP_SHARED, ring, IORING_OFF_SQES);
+	if (sq == MAP_FAILED || cq == MAP_FAILED || sqe == MAP_FAILED) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	memset(sqe, 0, sizeof(*sqe));
+	sqe->opcode = write ? IORING_OP_WRITE : IORING_OP_READ;
+	sqe->fd = f;
+	sqe->off = foff;
+	sqe->addr = (uintptr_t)slot_map[s] + aoff;
+	sqe->len = len;
+	sq_tail = (unsigned int *)((char *)sq + p.sq_off.tail);
+	sq_array = (unsigned int *)((char *)sq + p.sq_off.array);
+	cq_head = (unsigned int *)((char *)cq + p.cq_off.head);
+	sq_array[0] = 0;
+	atomic_store_explicit((_Atomic unsigned int *)sq_tail, *sq_tail + 1, memory_order_release);
+	t0 = now_ns();
+	if (syscall(__NR_io_uring_enter, ring, 1, 1, IORING_ENTER_GETEVENTS, NULL, 0) < 0) {
+		ret = -errno;
+		goto out;
+	}
+	cqe = (struct io_uring_cqe *)((char *)cq + p.cq_off.cqes);
+	ret = cqe->res < 0 ? cqe->res : (uint64_t)cqe->res == len ? 0 : -EIO;
+	atomic_store_explicit((_Atomic unsigned int *)cq_head, *cq_head + 1, memory_order_release);
+	if (!ret)
+		printf("uring %s %llu bytes ns %llu\n", write ? "write" : "read",
+		       (unsigned long long)len, (unsigned long long)(now_ns() - t0));
+out:
+	if (sqe != MAP_FAILED)
+		munmap(sqe, sizeof(*sqe));
+	if (cq != MAP_FAILED)
+		munmap(cq, cq_len);
+	if (sq != MAP_FAILED)
+		munmap(sq, sq_len);
+	close(ring);
+	close(f);
+	return ret;
+}
+
+/* The path a user has without P2PDMA: O_DIRECT through system memory, and a copy. */
+static int bounce(int write, int s, const char *file, uint64_t foff, uint64_t len,
+		  uint64_t aoff)
+{
+	uint64_t t0;
+	ssize_t n;
+	void *buf;
+	int f, ret = map_all(s);
+
+	if (ret)
+		return ret;
+	if (aoff > slot_size[s] || len > slot_size[s] - aoff)
+		return -ERANGE;
+	if (posix_memalign(&buf, 4096, len))
+		return -ENOMEM;
+	/* Pre-faulted, as a reused staging buffer would be. */
+	memset(buf, 0, len);
+	f = dio_open(file, write);
+	if (f < 0) {
+		free(buf);
+		return f;
+	}
+	t0 = now_ns();
+	if (write) {
+		memcpy(buf, (char *)slot_map[s] + aoff, len);
+		n = pwrite(f, buf, len, foff);
+	} else {
+		n = pread(f, buf, len, foff);
+		if (n == (ssize_t)len)
+			memcpy((char *)slot_map[s] + aoff, buf, len);
+	}
+	ret = dio_result(n, len);
+	if (!ret)
+		printf("bounce %s %llu bytes ns %llu\n", write ? "write" : "read",
+		       (unsigned long long)len, (unsigned long long)(now_ns() - t0));
+	close(f);
+	free(buf);
+	return ret;
+}
+
+static int dcmp(int s, const char *file, uint64_t foff, uint64_t len, uint64_t aoff)
+{
+	const uint8_t *m;
+	uint8_t buf[65536];
+	uint64_t done = 0;
+	int f, ret = map_all(s);
+
+	if (ret)
+		return ret;
+	if (aoff > slot_size[s] || len > slot_size[s] - aoff)
+		return -ERANGE;
+	f = open(file, O_RDONLY);
+	if (f < 0)
+		return -errno;
+	m = (const uint8_t *)slot_map[s] + aoff;
+	while (done < len) {
+		size_t want = len - done < sizeof(buf) ? len - done : sizeof(buf), i;
+		ssize_t n = pread(f, buf, want, foff + done);
+
+		if (n <= 0) {
+			ret = n < 0 ? -errno : -EIO;
+			break;
+		}
+		for (i = 0; i < (size_t)n; i++)
+			if (m[done + i] != buf[i]) {
+				printf("dcmp: first difference at offset %llu\n",
+				       (unsigned long long)(done + i));
+				close(f);
+				return -EIO;
+			}
+		done += n;
+	}
+	close(f);
+	if (!ret)
+		printf("dcmp %llu bytes match\n", (unsigned long long)len);
+	return ret;
+}
+
+static struct {
+	int s;
+	const char *file;
+	uint64_t foff, len;
+} bg_dio_args;
+
+static void *bg_dio(void *arg)
+{
+	int ret = dio(0, bg_dio_args.s, bg_dio_args.file, bg_dio_args.foff, bg_dio_args.len, 0);
+
+	(void)arg;
+	printf("bgdio read: result %d\n", ret);
+	bg_result = 0;
+	return NULL;
 }
 
 static int va_loop(int gpu, uint64_t size, long n)
@@ -1655,6 +1885,8 @@ static int run(int argc, char **argv)
 				a.flags |= NVRS_ALLOC_CONTIGUOUS;
 			else if (!strcmp(argv[i], "zero"))
 				a.flags |= NVRS_ALLOC_ZERO;
+			else if (!strcmp(argv[i], "p2pdma"))
+				a.flags |= NVRS_ALLOC_P2PDMA;
 			else
 				a.flags |= strtoul(argv[i], NULL, 0);
 		}
@@ -1685,6 +1917,28 @@ static int run(int argc, char **argv)
 		if (ret < 0)
 			return ret;
 		close(ret);
+	} else if ((!strcmp(cmd, "dio") || !strcmp(cmd, "uring") || !strcmp(cmd, "bounce")) &&
+		   (argc == 6 || argc == 7) &&
+		   (!strcmp(argv[1], "read") || !strcmp(argv[1], "write"))) {
+		int (*op)(int, int, const char *, uint64_t, uint64_t, uint64_t) =
+			cmd[0] == 'd' ? dio : cmd[0] == 'u' ? uring : bounce;
+
+		return op(argv[1][0] == 'w', slot(argv[2]), argv[3], parse_size(argv[4]),
+			  parse_size(argv[5]), argc == 7 ? parse_size(argv[6]) : 0);
+	} else if (!strcmp(cmd, "dcmp") && (argc == 5 || argc == 6)) {
+		return dcmp(slot(argv[1]), argv[2], parse_size(argv[3]), parse_size(argv[4]),
+			    argc == 6 ? parse_size(argv[5]) : 0);
+	} else if (!strcmp(cmd, "bgdio") && argc == 6 && !strcmp(argv[1], "read")) {
+		bg_dio_args.s = slot(argv[2]);
+		bg_dio_args.file = argv[3];
+		bg_dio_args.foff = parse_size(argv[4]);
+		bg_dio_args.len = parse_size(argv[5]);
+		/* Mapped (and faulted) here, so the thread only reads. */
+		ret = map_all(bg_dio_args.s);
+		if (ret)
+			return ret;
+		bg_running = 1;
+		pthread_create(&bg_thread, NULL, bg_dio, NULL);
 	} else if (!strcmp(cmd, "race") && argc == 3) {
 		return race(atoi(argv[1]), atoi(argv[2]));
 	} else if (!strcmp(cmd, "bgfree") && (argc == 2 || argc == 3)) {

@@ -7,7 +7,9 @@ GPUs (ivshmem-plain on memory-backend-file under /dev/shm, so the host sees
 what the guest or a peer device wrote), and QEMU's edu device with a 64-bit DMA
 mask as the DMA peer. By default they sit under an emulated PCIe switch
 (x3130 upstream port, one xio3130 downstream port each); --topology root puts
-them on the root bus instead, across the host bridge.
+them on the root bus instead, across the host bridge. --nvme adds QEMU's NVMe
+controller with an ext4 disk of pattern files (tests/vm/storage.py), under the
+switch or behind a root port of its own.
 
 Before boot, the runner writes an identity block (include/nvrs_emu_identity.h)
 at offset 0 of each emulated GPU's memory. A busybox initramfs mounts the
@@ -36,6 +38,8 @@ import sys
 import tempfile
 import time
 import uuid as uuidlib
+
+from storage import Storage
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
@@ -130,7 +134,7 @@ def build_initramfs(workdir, modules, scenarios, cmdline_env, bins=(), scripts=(
     return out
 
 
-def qemu_command(args, kernel, initrd, gpus):
+def qemu_command(args, kernel, initrd, gpus, storage=None):
     iommu = args.iommu == "on"
     cmd = ["qemu-system-x86_64", "-machine", "q35" + (",kernel-irqchip=split" if args.kvm else ""),
            "-accel", "kvm" if args.kvm else "tcg", "-m", str(args.mem), "-smp", "2",
@@ -157,9 +161,16 @@ def qemu_command(args, kernel, initrd, gpus):
         for i, ep in enumerate(endpoints):
             cmd += ["-device", f"xio3130-downstream,id=dp{i},bus=up0,chassis={10 + i},slot=0",
                     "-device", f"{ep},bus=dp{i}"]
+        if storage:
+            n = len(endpoints)
+            for i in (n, n + 1):
+                cmd += ["-device", f"xio3130-downstream,id=dp{i},bus=up0,chassis={10 + i},slot=0"]
+            cmd += storage.qemu_args((f"dp{n}", f"dp{n + 1}"))
     else:
         for ep in endpoints:
             cmd += ["-device", ep]
+        if storage:
+            cmd += storage.qemu_args(("pcie.0", "pcie.0"))
     return cmd
 
 
@@ -299,12 +310,14 @@ class BackingCheck:
     memory: data compaction moved must be somewhere in GPU memory, intact.
     """
 
-    def __init__(self, gpus):
+    def __init__(self, gpus, storage=None):
         self.gpus, self.apertures, self.pending, self.absent, self.results = gpus, {}, {}, [], []
-        self.present = []
+        self.present, self.storage = [], storage
 
     def line(self, ln):
         """Feeds one console line; returns True if the guest waits for an answer."""
+        if self.storage:
+            self.storage.line(ln)
         m = re.search(r"nvrs-hostcheck: gpu (\d+) (0x[0-9a-f]+)", ln)
         if m:
             self.apertures[int(m.group(1))] = int(m.group(2), 16)
@@ -323,6 +336,8 @@ class BackingCheck:
         return False
 
     def sync(self):
+        if self.storage:
+            self.storage.sync(self.gpus)
         if self.present:
             blocks = set()
             for g in self.gpus:
@@ -367,6 +382,8 @@ class BackingCheck:
                 at = data.find(needle)
                 self.results.append((f"GPU{i} backing file holds no {pattern:#010x} (scrubbed)"
                                      + ("" if at < 0 else f": found at offset {at:#x}"), at < 0))
+        if self.storage:
+            self.results += self.storage.finish(self.apertures, self.gpus)
         return self.results
 
 
@@ -390,6 +407,9 @@ def main():
     ap.add_argument("--bad-gpus", action="store_true",
                     help="add two ivshmem devices nvrs must refuse: bad magic, unknown chip")
     ap.add_argument("--topology", choices=["switch", "root"], default="switch")
+    ap.add_argument("--nvme", choices=["none", "switch", "rootport"], default="none",
+                    help="QEMU's NVMe controller with a disk of pattern files: under the GPUs' "
+                         "switch, or behind a root port of its own")
     ap.add_argument("--iommu", choices=["on", "off"], default="on",
                     help="emulated Intel IOMMU (default on): DMA through IOVAs, or bus addresses")
     ap.add_argument("--expect-suite", action="append", default=[], help="KUnit suite that must run")
@@ -432,7 +452,7 @@ def main():
                             boot42=0x0F0A1000))
         env = {"NVRS_GPUS": str(len(specs)), "NVRS_BAD_GPUS": "1" if args.bad_gpus else "0",
                "NVRS_TOPOLOGY": args.topology, "NVRS_NVLINK": "1" if args.nvlink else "0",
-               "NVRS_IOMMU": args.iommu,
+               "NVRS_IOMMU": args.iommu, "NVRS_NVME": args.nvme,
                "NVRS_CHIPS": " ".join(parse_gpu_spec(s)[0] for s in specs)}
         # Knobs of the fuzz and soak scenarios pass through from the host.
         env.update({k: v for k, v in os.environ.items()
@@ -447,11 +467,12 @@ def main():
                 args.scenario.append("consumer")
         initrd = build_initramfs(workdir, args.module + args.consumer_module, args.scenario, env,
                                  args.bin, args.script)
-        cmd = qemu_command(args, args.kernel, initrd, gpus)
+        storage = Storage(workdir, args.nvme) if args.nvme != "none" else None
+        cmd = qemu_command(args, args.kernel, initrd, gpus, storage)
         start = time.time()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 stdin=subprocess.PIPE, start_new_session=True)
-        backing = BackingCheck(gpus)
+        backing = BackingCheck(gpus, storage)
         chunks, hung, pending = [], False, ""
         deadline = start + args.timeout
         os.set_blocking(proc.stdout.fileno(), False)

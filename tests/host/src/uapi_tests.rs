@@ -233,6 +233,7 @@ fn constants() -> Vec<(&'static str, u64)> {
         ("NVRS_ALLOC_ALIGN", ALLOC_ALIGN),
         ("NVRS_ALLOC_CONTIGUOUS", ALLOC_CONTIGUOUS.into()),
         ("NVRS_ALLOC_ZERO", ALLOC_ZERO.into()),
+        ("NVRS_ALLOC_P2PDMA", ALLOC_P2PDMA.into()),
         ("NVRS_ALLOC_FLAGS", ALLOC_FLAGS.into()),
         ("NVRS_GPU_STATS_VERSION", GPU_STATS_VERSION.into()),
         ("NVRS_CHUNK_SIZES", CHUNK_SIZES as u64),

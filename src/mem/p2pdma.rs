@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! GPU memory as struct pages for the kernel's P2PDMA: how NVMe reads and writes land in an
+//! allocation without a bounce through system RAM (GPUDirect-Storage style, on upstream
+//! interfaces only).
+//!
+//! The driver publishes each GPU's memory with `pci_p2pdma_add_resource()` at the end of probe
+//! (`rust/p2pdma.c`; [`P2pdma::publish`]). That gives every page of the aperture a struct page
+//! of the ZONE_DEVICE kind `MEMORY_DEVICE_PCI_P2PDMA`. An allocation made with
+//! `NVRS_ALLOC_P2PDMA` is mapped for the CPU with those pages instead of bare page frames
+//! ([`crate::mem::cpu_map`]), and the block layer's `pin_user_pages(FOLL_PCI_P2PDMA)` accepts
+//! such a mapping: an `O_DIRECT` read into it (or an io_uring read) has the NVMe controller DMA
+//! straight into the GPU's BAR, and a write DMAs out of it.
+//!
+//! The rules of the memory path hold for these pages as for any memory:
+//!
+//! * **Scrubbed on hand-out.** As any allocation ([`crate::mem::backing`]).
+//! * **Nothing is reused while a request holds it.** nvrs holds one reference on each page of
+//!   the allocation while it lives ([`Backing::take_pages`]); user mappings and the block
+//!   layer's pins add theirs. Release removes the user mappings, drops nvrs's references and
+//!   waits until every page is free, which the page-free operation signals
+//!   ([`Backing::drop_pages`]): a `FREE` racing an `O_DIRECT` read returns once the read has let
+//!   go of the memory, and only then can it be scrubbed and handed out again. A page the block layer
+//!   does not let go of within [`FREE_WAIT_MS`] is never handed out again (its chunks stay
+//!   allocated; counted in [`P2pdma::stuck_bytes`] and logged).
+//! * **Compaction never moves them.** Their chunks are pinned in the memory manager for as
+//!   long as nvrs holds the pages.
+//! * **The unbind waits for them.** GPU removal releases every allocation (the same wait), and
+//!   the kernel frees the struct pages after the unbind only once every page is free.
+//! * **No other user of the pool.** The kernel's P2PDMA pool of the GPU is all nvrs's
+//!   (`rust/p2pdma.c`), so no other path (the sysfs `p2pmem/allocate` file, an NVMe target)
+//!   gets a page nvrs handed to a process.
+//!
+//! Whether a device may reach the pages is the kernel's decision (`pci_p2pdma_map_type()`):
+//! under one PCIe switch the path is allowed; across root ports of a host bridge that is not on
+//! the kernel's list the block layer fails the request (`EREMOTEIO`), and the reader falls back
+//! to a bounce through system memory.
+
+use kernel::{
+    prelude::*,
+    sync::atomic::{
+        Atomic,
+        Relaxed, //
+    },
+    time::{
+        Instant,
+        Monotonic, //
+    },
+};
+
+use crate::{
+    helpers,
+    mem::{
+        backing::Backing,
+        fb, //
+    },
+    text::Size,
+};
+
+/// How long a release waits for the block layer to let go of an allocation's pages: longer
+/// than the NVMe driver's I/O timeout (30 s), after which a request is aborted.
+pub(crate) const FREE_WAIT_MS: u32 = 60_000;
+
+/// One GPU's P2PDMA state.
+pub(crate) struct P2pdma {
+    /// The driver published the GPU's memory (struct pages exist for all of it).
+    published: Atomic<bool>,
+    /// Bytes of live allocations made with struct pages.
+    bytes: Atomic<u64>,
+    /// Bytes whose pages the block layer did not let go of within [`FREE_WAIT_MS`]: never
+    /// handed out again.
+    stuck: Atomic<u64>,
+}
+
+impl P2pdma {
+    pub(crate) fn new() -> Self {
+        Self {
+            published: Atomic::new(false),
+            bytes: Atomic::new(0),
+            stuck: Atomic::new(0),
+        }
+    }
+
+    /// Records that the GPU's memory has struct pages (the end of probe, once).
+    pub(crate) fn publish(&self) {
+        self.published.store(true, Relaxed);
+    }
+
+    /// Whether allocations can be made of struct pages.
+    pub(crate) fn is_published(&self) -> bool {
+        self.published.load(Relaxed)
+    }
+
+    /// Bytes of live allocations made of struct pages.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes.load(Relaxed)
+    }
+
+    /// Bytes held back because a request never let go of them.
+    pub(crate) fn stuck_bytes(&self) -> u64 {
+        self.stuck.load(Relaxed)
+    }
+
+    pub(super) fn add(&self, n: u64) {
+        self.bytes.fetch_add(n, Relaxed);
+    }
+
+    pub(super) fn sub(&self, n: u64) {
+        self.bytes.fetch_sub(n, Relaxed);
+    }
+
+    pub(super) fn add_stuck(&self, n: u64) {
+        self.stuck.fetch_add(n, Relaxed);
+    }
+}
+
+impl Backing {
+    /// Makes the backing struct pages nvrs holds (an allocation made with
+    /// `NVRS_ALLOC_P2PDMA`): each piece pinned in the memory manager, so that compaction
+    /// leaves it where the block layer may be DMAing, and each page given nvrs's reference.
+    /// Called once the memory is scrubbed and before it is reachable. All or nothing:
+    /// `-EOPNOTSUPP` if the GPU has no struct pages.
+    pub(super) fn take_pages(&mut self) -> Result {
+        if !self.mem.p2pdma.is_published() {
+            return Err(EOPNOTSUPP);
+        }
+        let base = self.mem.aperture_phys;
+        for (i, p) in self.pieces.iter().enumerate() {
+            let len = self.piece_len(i);
+            let pinned = self.mem.pmm.lock().p2p_pin(p.id()).map_err(fb::errno);
+            // SAFETY: The piece is this backing's memory of a GPU whose memory has struct pages
+            // (`is_published`, set only once the driver published it, and the GPU stays bound
+            // while the backing holds memory), not yet reachable by anyone.
+            let taken = pinned
+                .and_then(|_| unsafe { helpers::p2pdma_get_pages(base + p.fb_offset(), len) });
+            if let Err(e) = taken {
+                if pinned.is_ok() {
+                    let _ = self.mem.pmm.lock().p2p_unpin(p.id());
+                }
+                self.undo_pages(i);
+                return Err(e);
+            }
+        }
+        self.p2pdma = true;
+        self.pages_held.store(true, Relaxed);
+        self.mem.p2pdma.add(self.bytes());
+        Ok(())
+    }
+
+    /// Undoes [`Backing::take_pages`] for the first `n` pieces (their pages are still free:
+    /// nobody could reach them).
+    fn undo_pages(&self, n: usize) {
+        let base = self.mem.aperture_phys;
+        for (i, p) in self.pieces.iter().enumerate().take(n) {
+            // SAFETY: `take_pages` took the references on this piece a moment ago.
+            unsafe { helpers::p2pdma_put_pages(base + p.fb_offset(), self.piece_len(i)) };
+            let _ = self.mem.pmm.lock().p2p_unpin(p.id());
+        }
+    }
+
+    /// Drops nvrs's page references, once, and waits, at most [`FREE_WAIT_MS`] in all, until
+    /// every page is free: the block layer has let go of it. Then the pieces are unpinned in
+    /// the memory manager; otherwise the memory must never be handed out again (marked stuck,
+    /// counted and logged). Called by the release once every user mapping is removed (nothing
+    /// can map the pages again), or by the give-back of a backing that never became reachable;
+    /// no lock held. Pins and dma-buf exports do not use the struct pages, so the GPU's pages
+    /// can go with its unbind even while those hold the memory.
+    pub(crate) fn drop_pages(&self) {
+        if !self.pages_held.xchg(false, Relaxed) {
+            return;
+        }
+        let base = self.mem.aperture_phys;
+        for (i, p) in self.pieces.iter().enumerate() {
+            // SAFETY: `take_pages` took these references; this is the one place that drops
+            // them, once (the give-back runs once).
+            unsafe { helpers::p2pdma_put_pages(base + p.fb_offset(), self.piece_len(i)) };
+        }
+        let since = Instant::<Monotonic>::now();
+        let mut busy = 0u64;
+        for (i, p) in self.pieces.iter().enumerate() {
+            let spent = u32::try_from(since.elapsed().as_millis()).unwrap_or(u32::MAX);
+            // SAFETY: The GPU's struct pages stay until after its unbind, which waits for this
+            // release.
+            busy += unsafe {
+                helpers::p2pdma_wait_free(
+                    base + p.fb_offset(),
+                    self.piece_len(i),
+                    FREE_WAIT_MS.saturating_sub(spent),
+                )
+            };
+        }
+        self.mem.p2pdma.sub(self.bytes());
+        if busy != 0 {
+            self.stuck.store(true, Relaxed);
+            self.mem.p2pdma.add_stuck(self.bytes());
+            pr_err!(
+                "GPU {}: {} pages of an allocation are still held by I/O after {} ms; its {} are never handed out again\n",
+                self.mem.index,
+                busy,
+                FREE_WAIT_MS,
+                Size(self.bytes())
+            );
+            return;
+        }
+        let mut pmm = self.mem.pmm.lock();
+        for p in self.pieces.iter() {
+            let _ = pmm.p2p_unpin(p.id());
+        }
+    }
+
+    /// Bytes of memory in the backing's pieces.
+    fn bytes(&self) -> u64 {
+        (0..self.pieces.len()).map(|i| self.piece_len(i)).sum()
+    }
+}
