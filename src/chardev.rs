@@ -177,6 +177,12 @@ impl NvrsFile {
             out.faults_injected = f.injected;
             out.faults_revoked = f.revoked;
             out.bar1_budget = f.bar1_budget;
+            out.p2pdma_state = if mem.p2pdma.is_published() {
+                uapi::P2PDMA_PROVIDER
+            } else {
+                uapi::P2PDMA_NONE
+            };
+            out.p2pdma_bytes = mem.p2pdma.bytes();
         }
         w.write(&out)?;
         Ok(0)

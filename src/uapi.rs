@@ -121,7 +121,7 @@ pub(crate) struct Free {
 }
 
 /// `NVRS_GPU_STATS_VERSION`: version of [`GpuStats`] described here.
-pub(crate) const GPU_STATS_VERSION: u32 = 3;
+pub(crate) const GPU_STATS_VERSION: u32 = 4;
 /// `NVRS_CHUNK_SIZES`: entries of [`GpuStats::chunk_size`] and of each row of
 /// [`GpuStats::chunks`].
 pub(crate) const CHUNK_SIZES: usize = 4;
@@ -135,9 +135,13 @@ pub(crate) const CHUNK_IS_SPLIT: usize = 2;
 pub(crate) const CHUNK_TEMP_PINNED: usize = 3;
 /// `NVRS_CHUNK_STATES`: rows of [`GpuStats::chunks`].
 pub(crate) const CHUNK_STATES: usize = 4;
+/// `NVRS_P2PDMA_NONE`: [`GpuStats::p2pdma_state`] of a GPU without struct pages.
+pub(crate) const P2PDMA_NONE: u32 = 0;
+/// `NVRS_P2PDMA_PROVIDER`: [`GpuStats::p2pdma_state`] of a GPU whose memory has struct pages.
+pub(crate) const P2PDMA_PROVIDER: u32 = 1;
 
 /// `struct nvrs_gpu_stats`: `NVRS_IOCTL_GPU_STATS`, the stable statistics of one GPU
-/// (version [`GPU_STATS_VERSION`]; later versions only add fields in place of `reserved`).
+/// (version [`GPU_STATS_VERSION`]; later versions only add fields in place of reserved ones).
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 pub(crate) struct GpuStats {
@@ -187,8 +191,12 @@ pub(crate) struct GpuStats {
     pub(crate) faults_revoked: u64,
     /// Out: the BAR1 budget a fault control set, 0 if none (version 3).
     pub(crate) bar1_budget: u64,
+    /// Out: `P2PDMA_*` (version 4).
+    pub(crate) p2pdma_state: u32,
     /// Zero.
-    pub(crate) reserved: [u64; 2],
+    pub(crate) reserved32: u32,
+    /// Out: bytes of live `NVRS_ALLOC_P2PDMA` allocations (version 4).
+    pub(crate) p2pdma_bytes: u64,
 }
 
 /// `struct nvrs_export_dmabuf`: `NVRS_IOCTL_EXPORT_DMABUF`.

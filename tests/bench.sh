@@ -45,7 +45,8 @@ echo "== VM (TCG, intel-iommu, kernel $(basename "$KDIR")) =="
 # Guest RAM is backed before boot: otherwise the host's page faults on the
 # guest's first touches land in whichever trace touches new memory (the fill
 # trace measured 2.7x and 5.7x in consecutive boots of the same binary).
-python3 "$TESTS/vm/run.py" "${VM_MODULES[@]}" --scenario bench --scenario bench_removal --mem 3072 --mem-prealloc \
+python3 "$TESTS/vm/run.py" "${VM_MODULES[@]}" --scenario bench --scenario bench_removal \
+	--scenario bench_storage --nvme switch --mem 3072 --mem-prealloc \
 	--gpu GH100:2048 --gpu GA100:2048 --timeout 900 --log "$OUT/bench-console.log" |
 	grep -E '^bench:|^phases:|^RESULT|^FAIL' | tee -a "$LINES"
 

@@ -7,12 +7,15 @@
 #   2. build: nvrs.ko and the C consumer against the test kernel, warning-free;
 #   3. module metadata: modinfo fields and the GPL export in Module.symvers;
 #   4. VM, PCIe-switch topology: KUnit suites + scenarios (probe, topology,
-#      p2p, isolation, vaspace, dmabuf, compact, smi, removal, faults), with
-#      two ivshmem devices nvrs must refuse;
+#      p2p, isolation, vaspace, dmabuf, compact, smi, removal, faults,
+#      storage: NVMe O_DIRECT into GPU memory), with two ivshmem devices nvrs
+#      must refuse;
 #   5. the DKMS package built by `dkms build`, then a VM with the module it
 #      built: root-bus topology (devices across the host bridge), the two GPUs
-#      declaring an NVLink pair;
-#   6. VM, PCIe switch without an IOMMU: the p2p scenario on bus addresses;
+#      declaring an NVLink pair, NVMe behind a root port of its own (the
+#      kernel refuses storage DMA into GPU memory there);
+#   6. VM, PCIe switch without an IOMMU: the p2p, dma-buf and storage
+#      scenarios on bus addresses;
 #   7. `make consumer` (tests/consumer-run.sh) with the worked example
 #      (examples/edu-peer: its happy path and every fault control), and with
 #      a script that must fail;
@@ -214,9 +217,9 @@ vm() {
 
 KUNIT=(--expect-suite nvrs_ident --expect-suite nvrs_emu_identity --expect-suite nvrs_gpus
 	--expect-suite nvrs_topology --expect-suite nvrs_pmm --expect-suite nvrs_task)
-vm switch --topology switch --bad-gpus --scenario probe --scenario topology --scenario p2p \
-	--scenario isolation --scenario vaspace --scenario dmabuf --scenario compact --scenario smi \
-	--scenario removal --scenario stale --scenario faults --timeout 900 \
+vm switch --topology switch --bad-gpus --nvme switch --scenario probe --scenario topology \
+	--scenario p2p --scenario isolation --scenario vaspace --scenario dmabuf --scenario compact \
+	--scenario smi --scenario removal --scenario stale --scenario faults --scenario storage --timeout 900 \
 	--files "$OUT/files" "${KUNIT[@]}"
 # The DKMS package: `dkms build` against the test kernel tree (Debian's dkms,
 # in a private tree), and the module it builds is the one the next VM loads.
@@ -241,9 +244,10 @@ else
 fi
 OWN_MODULES=1 vm rootbus-nvlink-dkms --module "$DKMS_KO" --module "$ROOT/tests/consumer/nvrs_consumer.ko" \
 	--bin "$OUT/nvrs-tool" --bin "$OUT/nvrs-fuzz" \
-	--topology root --nvlink --scenario probe --scenario topology "${KUNIT[@]}"
-vm switch-noiommu --topology switch --iommu off --scenario probe --scenario p2p \
-	--scenario dmabuf "${KUNIT[@]}"
+	--topology root --nvlink --nvme rootport --scenario probe --scenario topology \
+	--scenario storage "${KUNIT[@]}"
+vm switch-noiommu --topology switch --iommu off --nvme switch --scenario probe --scenario p2p \
+	--scenario dmabuf --scenario storage "${KUNIT[@]}"
 
 # The consumer test-bed, through the command a consumer author runs: the
 # worked example (examples/edu-peer) must pass, its happy path (test.sh) and
@@ -287,9 +291,9 @@ if nvrs_build_sanitize; then
 	OWN_MODULES=1 vm sanitize --kernel "$(cat "$SAN/bzimage")" --append "slub_debug=FZPU" --mem 2048 \
 		--timeout 1500 --module "$SAN/nvrs.ko" --module "$SAN/tests/consumer/nvrs_consumer.ko" \
 		--bin "$OUT/nvrs-tool" --bin "$OUT/nvrs-fuzz" --bin "$OUT/nvrs-smi" --topology switch \
-		--scenario probe --scenario topology --scenario p2p --scenario isolation --scenario vaspace \
-		--scenario dmabuf --scenario compact --scenario removal --scenario faults --scenario faultinject \
-		--scenario fuzz "${KUNIT[@]}"
+		--nvme switch --scenario probe --scenario topology --scenario p2p --scenario isolation \
+		--scenario vaspace --scenario dmabuf --scenario compact --scenario removal --scenario faults \
+		--scenario storage --scenario faultinject --scenario fuzz "${KUNIT[@]}"
 	log=$OUT/vm-sanitize-console.log
 	SUMMARY+=("     fault injection: $(sed -n 's/.*nvrs-faultinject: points \([0-9]*\).*/\1/p' "$log" | tail -n1) injection points exercised")
 	SUMMARY+=("     fuzzing: $(sed -n 's/.*nvrs-fuzz-count: \([0-9]*\).*/\1/p' "$log" | tail -n1) operations")

@@ -10,7 +10,7 @@
 
 nvrs_bootstrap
 nvrs_build
-python3 "$TESTS/vm/run.py" "${VM_MODULES[@]}" --scenario demo \
+python3 "$TESTS/vm/run.py" "${VM_MODULES[@]}" --scenario demo --nvme switch \
 	--gpu GH100:256 --gpu GA100:256 --log "$OUT/demo-console.log" --files "$OUT/files"
 rc=$?
 if [ -s "$OUT/files/demo-pmm-map.svg" ]; then

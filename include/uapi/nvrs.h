@@ -125,7 +125,7 @@ struct nvrs_free {
 };
 
 /* Version of struct nvrs_gpu_stats this header describes. */
-#define NVRS_GPU_STATS_VERSION	3
+#define NVRS_GPU_STATS_VERSION	4
 /* Entries of nvrs_gpu_stats.chunk_size[] and of each row of chunks[][]. */
 #define NVRS_CHUNK_SIZES	4
 /* Rows of nvrs_gpu_stats.chunks[][]: the memory manager's chunk states. */
@@ -134,12 +134,15 @@ struct nvrs_free {
 #define NVRS_CHUNK_IS_SPLIT	2
 #define NVRS_CHUNK_TEMP_PINNED	3
 #define NVRS_CHUNK_STATES	4
+/* nvrs_gpu_stats.p2pdma_state: the GPU's memory as a P2PDMA provider. */
+#define NVRS_P2PDMA_NONE	0	/* no struct pages: NVRS_ALLOC_P2PDMA fails */
+#define NVRS_P2PDMA_PROVIDER	1	/* struct pages for all of its memory */
 
 /**
  * struct nvrs_gpu_stats - NVRS_IOCTL_GPU_STATS: the stable statistics of one GPU
  * @index: in: GPU index
  * @version: out: NVRS_GPU_STATS_VERSION; later versions only add fields in
- *	place of @reserved
+ *	place of reserved ones
  * @fb_total: out: bytes of GPU memory nvrs manages (0 if it manages none)
  * @fb_used: out: bytes allocated (including chunks being allocated)
  * @fb_free: out: bytes free
@@ -165,7 +168,10 @@ struct nvrs_free {
  * @faults_revoked: out: pins the fault control "revoke now" revoked (version 3)
  * @bar1_budget: out: the BAR1 budget a fault control set, 0 if none
  *	(version 3)
- * @reserved: zero
+ * @p2pdma_state: out: NVRS_P2PDMA_* (version 4)
+ * @reserved32: zero (the last room in the structure: a version that needs
+ *	more comes with a new ioctl number)
+ * @p2pdma_bytes: out: bytes of live NVRS_ALLOC_P2PDMA allocations (version 4)
  *
  * debugfs keeps the detailed dumps; this is what tools such as nvidia-smi
  * read, and it keeps its layout.
@@ -194,7 +200,9 @@ struct nvrs_gpu_stats {
 	__u64 faults_injected;
 	__u64 faults_revoked;
 	__u64 bar1_budget;
-	__u64 reserved[2];
+	__u32 p2pdma_state;
+	__u32 reserved32;
+	__u64 p2pdma_bytes;
 };
 
 /**

@@ -38,10 +38,10 @@ tool "fragment GPU0, pin and export some of it, then allocate 64 MiB contiguous"
 	zero Z \; wr Z 0x3ff0000 0x64646464 \; rd Z 0x3ff0000 0x64646464 \; \
 	ctl put 10 \; ctl put 11 \; ctl put 12 \; ctl put 13
 check "  half of GPU0 was free, in 64 KiB pieces only" grep -qE \
-	"^stats gpu 0 version 3 .* largest_free 65536 .* compactions 0 " /tmp/tool.out
+	"^stats gpu 0 version 4 .* largest_free 65536 .* compactions 0 " /tmp/tool.out
 check "  the 64 MiB allocation succeeded" grep -qE "^alloc Z va 0x[0-9a-f]+ size 67108864" /tmp/tool.out
 check "  by one compaction that moved 32 MiB (the used half of 32 roots)" grep -qE \
-	"^stats gpu 0 version 3 .* compactions 1 compacted_bytes 33554432$" /tmp/tool.out
+	"^stats gpu 0 version 4 .* compactions 1 compacted_bytes 33554432$" /tmp/tool.out
 check "  every kept allocation reads its needle through its mapping" \
 	grep -qE "^fragcheck [0-9]+ kept, 0 wrong$" /tmp/tool.out
 # Eight DMAs (four pins, before and after): two empty lists would compare equal.

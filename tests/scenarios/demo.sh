@@ -48,6 +48,18 @@ nvrs-tool alloc A 1 2M \; export A 0 2M \; ctl dbget 0 %A 0 0x200000 pinned \; \
 	>/tmp/demo-dmabuf.out 2>&1
 show </tmp/demo-dmabuf.out
 check "demo: dma-buf round trip" grep -q "dbdma ok" /tmp/demo-dmabuf.out
+demo "== Storage into GPU memory: a 64 MiB file on an NVMe disk (ext4) read with O_DIRECT"
+demo "   straight into an NVRS_ALLOC_P2PDMA allocation of GPU0 (the NVMe controller DMAs into the"
+demo "   GPU's BAR, no bounce through system memory), checked through the CPU mapping =="
+if storage_setup; then
+	nvrs-tool alloc A 0 64M contig p2pdma \; dio read A /mnt/s64m 0 64M \; dcmp A /mnt/s64m 0 64M \; \
+		stats 0 \; free A 2>&1 | grep -E '^(dio|dcmp|stats p2pdma)' >/tmp/demo-storage.out
+	show </tmp/demo-storage.out
+	check "demo: O_DIRECT read into GPU memory" grep -q "^dcmp 67108864 bytes match" /tmp/demo-storage.out
+	umount /mnt
+else
+	not_ok "demo: the NVMe disk"
+fi
 demo "== Isolation: a process writes a secret into GPU memory and frees it: its stale CPU"
 demo "   mapping now faults (SIGBUS), and the next allocation of that memory reads zeros =="
 nvrs-tool alloc A 1 2M \; wr A 0x100 0x5ec12e75 \; !EFAULT usefree A \; alloc B 1 2M \; \

@@ -32,7 +32,7 @@ check "  the DMA addresses are IOVAs exactly when the IOMMU is on" \
 check "  one sg entry per 64 KiB segment (edu's maximum): 64 for 4 MiB" \
 	grep -q "^dbget pinned entries 64 " /tmp/tool.out
 check "  NVRS_IOCTL_GPU_STATS counts the dma-buf and its mapping" \
-	grep -qE "^stats gpu 0 version 3 .* dmabufs 1 dmabuf_mappings 1 " /tmp/tool.out
+	grep -qE "^stats gpu 0 version 4 .* dmabufs 1 dmabuf_mappings 1 " /tmp/tool.out
 tool "revocable import (irdma) on GPU1, offset into the dma-buf" \
 	alloc A 1 2M \; export A 0x100000 1M \; ctl dbget 1 %A 0x10000 0x80000 revocable \; \
 	ctl dbdma 1 0x800 0x53530000 \; sh "$HOSTSYNC" \; rd A 0x110800 0x53530000 \; \
@@ -70,9 +70,9 @@ tool "the dma-buf holds its memory past FREE of the VA; closing it frees the mem
 	alloc A 0 2M \; wr A 0x1000 0xabcd0001 \; export A 0 2M \; free A \; \
 	!ENOENT mmap A rw shared \; dbrd A 0x1000 0xabcd0001 \; stats 0 \; close A \; stats 0
 check "  2 MiB still used after FREE, while the dma-buf is open" \
-	grep -qE "^stats gpu 0 version 3 fb_total [0-9]+ fb_used 2097152 .* dmabufs 1 " /tmp/tool.out
+	grep -qE "^stats gpu 0 version 4 fb_total [0-9]+ fb_used 2097152 .* dmabufs 1 " /tmp/tool.out
 check "  nothing used once it is closed" \
-	grep -qE "^stats gpu 0 version 3 fb_total [0-9]+ fb_used 0 .* dmabufs 0 " /tmp/tool.out
+	grep -qE "^stats gpu 0 version 4 fb_total [0-9]+ fb_used 0 .* dmabufs 0 " /tmp/tool.out
 tool "an importer keeps the memory past its owner's exit" \
 	alloc A 0 2M \; export A 0 2M \; ctl dbget 3 %A 0 0x200000 pinned
 # Read the free bytes and compare: "not all free" must not pass on a missing file.

@@ -123,3 +123,41 @@ check_all_returned() {
 send_file() {
 	base64 "$1" | while IFS= read -r _l; do echo "nvrs-file: $2 $_l"; done
 }
+
+# storage_setup: the NVMe controllers of run.py --nvme (tests/vm/storage.py):
+# sets DISK (the ext4 disk of pattern files, mounted on /mnt) and SLOW (the
+# throttled raw disk of the 64 MiB pattern). With the IOMMU on, each gets an
+# identity IOMMU domain first: QEMU sends every DMA through its IOMMU, even
+# between two ports of one switch, where hardware routes it in the switch
+# (the kernel's bus-address P2PDMA path), so translated it would fault.
+# Returns non-zero if a disk is missing or the mount fails.
+storage_setup() {
+	DISK=/dev/$(nvme_disk nvrs0)
+	SLOW=/dev/$(nvme_disk nvrs-slow)
+	test -b "$DISK" -a -b "$SLOW" || return 1
+	if [ "$NVRS_IOMMU" = on ] && [ "$NVRS_NVME" = switch ]; then
+		for _d in $DISK $SLOW; do
+			_nv=$(basename "$(readlink /sys/block/${_d#/dev/}/device/device)")
+			_g=$(basename "$(readlink /sys/bus/pci/devices/$_nv/iommu_group)")
+			echo "$_nv" >/sys/bus/pci/drivers/nvme/unbind
+			echo identity >/sys/kernel/iommu_groups/$_g/type
+			echo "$_nv" >/sys/bus/pci/drivers/nvme/bind
+			[ "$(cat /sys/kernel/iommu_groups/$_g/type)" = identity ] || return 1
+		done
+		for _i in $(seq 50); do
+			DISK=/dev/$(nvme_disk nvrs0)
+			SLOW=/dev/$(nvme_disk nvrs-slow)
+			test -b "$DISK" -a -b "$SLOW" && break
+			sleep 0.1
+		done
+	fi
+	mkdir -p /mnt
+	mount -t ext4 "$DISK" /mnt
+}
+
+# nvme_disk SERIAL: the namespace of the NVMe controller with that serial.
+nvme_disk() {
+	for _c in /sys/class/nvme/nvme*; do
+		[ "$(tr -d ' ' <$_c/serial 2>/dev/null)" = "$1" ] && ls $_c | grep -m1 '^nvme[0-9]*n1$'
+	done
+}

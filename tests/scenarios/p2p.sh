@@ -49,9 +49,9 @@ tool "NVRS_IOCTL_GPU_STATS: memory, pins and mappings as nvrs holds them" \
 	stats 0 \; alloc A 0 4M \; ctl pin 0 @A 0x200000 \; ctl map 0 \; stats 0 \; \
 	ctl put 0 \; free A \; stats 0 \; !ENODEV stats 9 \; !EFAULT raw 0xc138e504 0x10
 check "  total as in pmm/stats, all free before" grep -q \
-	"^stats gpu 0 version 3 fb_total $(fb_total $GPU0) fb_used 0 fb_free $(fb_total $GPU0) " /tmp/tool.out
+	"^stats gpu 0 version 4 fb_total $(fb_total $GPU0) fb_used 0 fb_free $(fb_total $GPU0) " /tmp/tool.out
 check "  while pinned: 4 MiB used, one 2 MiB pin with one mapping" grep -qE \
-	"^stats gpu 0 version 3 fb_total [0-9]+ fb_used 4194304 .* bar1_pinned 2097152 pins 1 dma_mappings 1 " \
+	"^stats gpu 0 version 4 fb_total [0-9]+ fb_used 4194304 .* bar1_pinned 2097152 pins 1 dma_mappings 1 " \
 	/tmp/tool.out
 check "  per-size counts: 2 MiB chunks, two of them allocated" grep -qE \
 	"^stats size 2097152 free [0-9]+ allocated 2 split 0 temp_pinned 0$" /tmp/tool.out

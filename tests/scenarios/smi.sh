@@ -39,7 +39,7 @@ check "  -q has the BAR1 Memory Usage block" sh -c \
 	"grep -A3 '^    BAR1 Memory Usage' /tmp/smi-q.txt | grep -qE '^        Used +: 2 MiB'"
 check "  --json parses: nvrs-smi renders it back to the same summary" sh -c \
 	"$SMI --snapshot /tmp/smi.json | tail -n +2 >/tmp/a.txt && tail -n +2 /tmp/smi-summary.txt >/tmp/b.txt && cmp /tmp/a.txt /tmp/b.txt"
-used=$(sed -n 's/^stats gpu 0 version 3 fb_total [0-9]* fb_used \([0-9]*\) .*/\1/p' /tmp/tool.out)
+used=$(sed -n 's/^stats gpu 0 version 4 fb_total [0-9]* fb_used \([0-9]*\) .*/\1/p' /tmp/tool.out)
 check "  --json's memory.used is NVRS_IOCTL_GPU_STATS's fb_used ($used)" \
 	grep -q "\"used\": $used," /tmp/smi.json
 check "  topo -m is the matrix debugfs topology prints" sh -c \

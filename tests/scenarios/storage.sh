@@ -31,17 +31,6 @@ for g in $GPU0 $GPU1; do
 	check "$g is a P2PDMA provider" grep -q "^p2pdma: provider, 0 B in allocations" $T/$g/info
 done
 check "the P2PDMA resource was added (dmesg)" sh -c "dmesg | grep -q '$GPU0: added peer-to-peer DMA memory'"
-# nvme_disk SERIAL: the namespace of the controller with that serial number.
-nvme_disk() {
-	for _c in /sys/class/nvme/nvme*; do
-		[ "$(cat $_c/serial 2>/dev/null | tr -d ' ')" = "$1" ] && ls $_c | grep -m1 '^nvme[0-9]*n1$'
-	done
-}
-DISK=/dev/$(nvme_disk nvrs0)
-SLOW=/dev/$(nvme_disk nvrs-slow)
-check "two NVMe controllers: the ext4 disk ($DISK) and the throttled raw one ($SLOW)" \
-	test -b "$DISK" -a -b "$SLOW"
-mkdir -p /mnt
 
 # took PREFIX: milliseconds between the uptimes in PREFIX.start and PREFIX.end
 # (-1 if either is missing, which no check accepts).
@@ -50,8 +39,10 @@ took() {
 		echo -1
 }
 
+check "two NVMe controllers: the ext4 disk and the throttled raw one; the disk mounted" storage_setup
+diag "disk $DISK, throttled disk $SLOW"
+
 if [ "$NVRS_NVME" = rootport ]; then
-	check "mount the ext4 disk" mount -t ext4 $DISK /mnt
 	tool "across root ports the kernel refuses the path: read() and io_uring get EINVAL; the bounce path works" \
 		alloc A 0 1M contig p2pdma \; !EINVAL dio read A /mnt/s1m 0 1M \; \
 		!EINVAL uring read A /mnt/s1m 0 1M \; !EINVAL dio write A /mnt/out1 0 1M \; \
@@ -64,26 +55,6 @@ if [ "$NVRS_NVME" = rootport ]; then
 	exit 0
 fi
 
-# QEMU sends every DMA through its IOMMU, even between two ports of one
-# switch, where hardware routes it in the switch (the kernel's bus-address
-# path): the controller gets an identity domain (tests/vm/storage.py).
-if [ "$NVRS_IOMMU" = on ]; then
-	for d in $DISK $SLOW; do
-		NV=$(basename "$(readlink /sys/block/${d#/dev/}/device/device)")
-		G=$(basename "$(readlink /sys/bus/pci/devices/$NV/iommu_group)")
-		echo "$NV" >/sys/bus/pci/drivers/nvme/unbind
-		echo identity >/sys/kernel/iommu_groups/$G/type
-		echo "$NV" >/sys/bus/pci/drivers/nvme/bind
-		expect_eq "$NV: its IOMMU domain is identity" identity "$(cat /sys/kernel/iommu_groups/$G/type)"
-	done
-	for _i in $(seq 50); do
-		DISK=/dev/$(nvme_disk nvrs0)
-		SLOW=/dev/$(nvme_disk nvrs-slow)
-		test -b "$DISK" -a -b "$SLOW" && break
-		sleep 0.1
-	done
-fi
-check "mount the ext4 disk" mount -t ext4 $DISK /mnt
 announce_apertures
 
 # Reads of every size, with read() and io_uring: in the guest through the CPU
@@ -100,6 +71,11 @@ tool "io_uring reads of s1m and s64m into GPU memory" \
 	alloc A 0 64M contig p2pdma \; uring read A /mnt/s1m 0 1M \; dcmp A /mnt/s1m 0 1M \; \
 	uring read A /mnt/s64m 0 64M \; dcmp A /mnt/s64m 0 64M \; free A
 check "  the info file counted the allocation and let go of it" grep -q "^p2pdma: provider, 0 B in allocations, 0 B stuck" $T/$GPU0/info
+tool "GPU_STATS and nvrs-smi -q show the provider and the bytes in use" \
+	alloc A 0 64M contig p2pdma \; alloc B 0 2M \; stats 0 \; sh "nvrs-smi -q -i 0" \; free A \; free B
+check "  GPU_STATS: provider, 64 MiB" grep -qx "stats p2pdma state 1 bytes 67108864" /tmp/tool.out
+check "  nvrs-smi -q: provider, 64 MiB in use" sh -c \
+	"grep -qE '^ +Provider +: Yes$' /tmp/tool.out && grep -qE '^ +In Use +: 64 MiB$' /tmp/tool.out"
 
 # Writes out of GPU memory: what was read in goes back out to new files,
 # checked in the disk image on the host after the VM.
@@ -171,6 +147,9 @@ check "rmmod nvrs" rmmod nvrs
 # p2pdma=0: no struct pages; the flag is refused and nothing else changes.
 check "insmod nvrs p2pdma=0" insmod $M/nvrs.ko emulated=1 p2pdma=0
 check "  no provider" grep -qx "p2pdma: none" $T/$(nvrs_bound | sed -n 1p)/info
+tool "  GPU_STATS and nvrs-smi say so" stats 0 \; sh "nvrs-smi -q -i 0"
+check "    GPU_STATS: none" grep -qx "stats p2pdma state 0 bytes 0" /tmp/tool.out
+check "    nvrs-smi -q: no provider" grep -qE '^ +Provider +: No$' /tmp/tool.out
 tool "  NVRS_ALLOC_P2PDMA gets EOPNOTSUPP; a plain allocation works" \
 	!EOPNOTSUPP alloc A 0 1M p2pdma \; alloc A 0 1M \; free A
 check_all_returned

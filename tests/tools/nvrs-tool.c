@@ -1843,6 +1843,8 @@ static int run(int argc, char **argv)
 		       (unsigned long long)st.faults_injected,
 		       (unsigned long long)st.faults_revoked,
 		       (unsigned long long)st.bar1_budget);
+		printf("stats p2pdma state %u bytes %llu\n", st.p2pdma_state,
+		       (unsigned long long)st.p2pdma_bytes);
 		for (i = 0; i < (int)st.chunk_levels && i < NVRS_CHUNK_SIZES; i++)
 			printf("stats size %llu free %llu allocated %llu split %llu temp_pinned %llu\n",
 			       (unsigned long long)st.chunk_size[i],

@@ -122,7 +122,9 @@ fn layout_checks() -> Vec<Check> {
             faults_injected,
             faults_revoked,
             bar1_budget,
-            reserved,
+            p2pdma_state,
+            reserved32,
+            p2pdma_bytes,
         ]
     );
     ints!(
@@ -153,7 +155,9 @@ fn layout_checks() -> Vec<Check> {
             faults_injected,
             faults_revoked,
             bar1_budget,
-            reserved,
+            p2pdma_state,
+            reserved32,
+            p2pdma_bytes,
         ]
     );
     layout!(
@@ -236,6 +240,8 @@ fn constants() -> Vec<(&'static str, u64)> {
         ("NVRS_ALLOC_P2PDMA", ALLOC_P2PDMA.into()),
         ("NVRS_ALLOC_FLAGS", ALLOC_FLAGS.into()),
         ("NVRS_GPU_STATS_VERSION", GPU_STATS_VERSION.into()),
+        ("NVRS_P2PDMA_NONE", P2PDMA_NONE.into()),
+        ("NVRS_P2PDMA_PROVIDER", P2PDMA_PROVIDER.into()),
         ("NVRS_CHUNK_SIZES", CHUNK_SIZES as u64),
         ("NVRS_CHUNK_FREE", CHUNK_FREE as u64),
         ("NVRS_CHUNK_ALLOCATED", CHUNK_ALLOCATED as u64),

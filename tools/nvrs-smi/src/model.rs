@@ -84,6 +84,12 @@ pub struct P2p {
     pub faults_revoked: u64,
     #[serde(default)]
     pub bar1_budget: u64,
+    /// The GPU's memory as a P2PDMA provider (struct pages for storage DMA), and the bytes of
+    /// allocations made of them.
+    #[serde(default)]
+    pub p2pdma_provider: bool,
+    #[serde(default)]
+    pub p2pdma_bytes: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -244,6 +250,8 @@ pub fn collect(dev: &Device, roots: bool) -> std::io::Result<Snapshot> {
                 faults_injected: st.faults_injected,
                 faults_revoked: st.faults_revoked,
                 bar1_budget: st.bar1_budget,
+                p2pdma_provider: st.p2pdma_state == uapi::P2PDMA_PROVIDER,
+                p2pdma_bytes: st.p2pdma_bytes,
             },
             nvlink,
             roots: if roots && st.fb_total != 0 {

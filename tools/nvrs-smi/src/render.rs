@@ -184,6 +184,19 @@ pub fn query(s: &Snapshot, gpus: &[&Gpu]) -> String {
         kv(&mut o, 2, "DMA Mappings", g.p2p.dma_mappings);
         kv(&mut o, 2, "dma-bufs", g.p2p.dmabufs);
         kv(&mut o, 2, "dma-buf Mappings", g.p2p.dmabuf_mappings);
+        section(&mut o, 1, "P2PDMA (storage)");
+        kv(
+            &mut o,
+            2,
+            "Provider",
+            if g.p2p.p2pdma_provider { "Yes" } else { "No" },
+        );
+        kv(
+            &mut o,
+            2,
+            "In Use",
+            format!("{} MiB", mib(g.p2p.p2pdma_bytes)),
+        );
         section(&mut o, 1, "Fault Controls");
         kv(
             &mut o,

@@ -133,3 +133,22 @@ fn pmm_picture_of_a_checkerboard() {
     // A background, the map's cells, the legend's six swatches and the histogram's bars.
     assert_eq!(svg.matches("<rect").count(), 1 + 8 + 6 + 6, "{svg}");
 }
+
+#[test]
+fn query_shows_the_p2pdma_provider() {
+    let mut s = fixture();
+    // A snapshot from before version 4 has no P2PDMA fields: no provider.
+    let out = render::query(&s, &[&s.gpus[0]]);
+    let block = out.split("    P2PDMA (storage)\n").nth(1).unwrap();
+    assert!(
+        block.starts_with(&format!("        {:<34}: No\n", "Provider")),
+        "{block}"
+    );
+    s.gpus[0].p2p.p2pdma_provider = true;
+    s.gpus[0].p2p.p2pdma_bytes = 64 << 20;
+    let out = render::query(&s, &[&s.gpus[0]]);
+    let block = out.split("    P2PDMA (storage)\n").nth(1).unwrap();
+    let lines: Vec<_> = block.lines().take(2).collect();
+    assert_eq!(lines[0], format!("        {:<34}: Yes", "Provider"));
+    assert_eq!(lines[1], format!("        {:<34}: 64 MiB", "In Use"));
+}
