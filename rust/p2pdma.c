@@ -28,6 +28,7 @@
 #include <linux/pci.h>
 #include <linux/pci-p2pdma.h>
 #include <linux/percpu-refcount.h>
+#include <linux/sysfs.h>
 #include <linux/wait.h>
 
 #include "helpers.h"
@@ -43,7 +44,9 @@ static void nvrs_p2pdma_folio_free(struct folio *folio)
 	struct dev_pagemap *pgmap = folio->pgmap;
 
 	atomic64_inc(&nvrs_p2pdma_nr_freed);
-	wake_up_all(&nvrs_p2pdma_free_wait);
+	/* Most pages are freed with nobody waiting: no lock taken then. */
+	if (wq_has_sleeper(&nvrs_p2pdma_free_wait))
+		wake_up_all(&nvrs_p2pdma_free_wait);
 	/* Last: it may let the page map go (memunmap_pages waits for it). */
 	percpu_ref_put(&pgmap->ref);
 }
@@ -57,41 +60,58 @@ static struct page *nvrs_p2pdma_page(u64 phys)
 	return pfn_to_page(PHYS_PFN(phys));
 }
 
+/* Stands for the p2pmem group's "allocate" file, which is removed by name. */
+static const struct attribute nvrs_p2pmem_allocate = { .name = "allocate" };
+
 /**
  * nvrs_p2pdma_register() - publish GPU memory to the kernel's P2PDMA
  * @pdev: the GPU, being probed
  * @bar: the aperture's BAR
- * @offset: where the memory starts in the BAR
- * @size: bytes of memory
+ * @offset: where the memory starts in the BAR (2 MiB aligned)
+ * @size: bytes of memory (a multiple of 2 MiB)
  *
  * pci_p2pdma_add_resource() creates the struct pages (device-managed: they
- * go after the driver's unbind, once every page is free), then the whole pool
- * is taken for nvrs and the page-free operation becomes nvrs's.
+ * go after the driver's unbind, once every page is free). Then the pool's
+ * sysfs "allocate" file goes, as the P2PDMA core removes it before it tears
+ * the pool down, so that nobody maps pages from the pool through it; the
+ * whole pool is taken for nvrs, and the page-free operation becomes nvrs's.
  *
- * Return: 0 or a negative errno (the GPU works without P2PDMA then; the
- * resource, if it was added, goes with the device).
+ * Return: 0 or a negative errno; then everything it set up is undone and the
+ * GPU works without P2PDMA.
  */
 int nvrs_p2pdma_register(struct pci_dev *pdev, int bar, u64 offset, u64 size)
 {
 	u64 start = pci_resource_start(pdev, bar) + offset;
 	struct dev_pagemap *pgmap;
-	void *kaddr;
+	void *group, *kaddr;
 	int ret;
 
+	group = devres_open_group(&pdev->dev, NULL, GFP_KERNEL);
+	if (!group)
+		return -ENOMEM;
 	ret = pci_p2pdma_add_resource(pdev, bar, size, offset);
 	if (ret)
-		return ret;
+		goto undo;
+	sysfs_remove_file_from_group(&pdev->dev.kobj, &nvrs_p2pmem_allocate,
+				     "p2pmem");
 	kaddr = pci_alloc_p2pmem(pdev, size);
-	if (!kaddr)
-		return -ENOMEM;
+	if (!kaddr) {
+		ret = -ENOMEM;
+		goto undo;
+	}
 	if (kaddr != phys_to_virt(start)) {
 		/* Someone else took part of the pool first: not ours to use. */
 		pci_free_p2pmem(pdev, kaddr, size);
-		return -EBUSY;
+		ret = -EBUSY;
+		goto undo;
 	}
 	pgmap = page_pgmap(nvrs_p2pdma_page(start));
 	pgmap->ops = &nvrs_p2pdma_ops;
+	devres_remove_group(&pdev->dev, group);
 	return 0;
+undo:
+	devres_release_group(&pdev->dev, group);
+	return ret;
 }
 
 /**

@@ -77,12 +77,15 @@ use crate::{
         NvLinkPeers,
         Registered, //
     },
-    hwref::ident::{
-        self,
-        IdentError,
-        Identity,
-        PmcBoot0,
-        PmcBoot42, //
+    hwref::{
+        ident::{
+            self,
+            IdentError,
+            Identity,
+            PmcBoot0,
+            PmcBoot42, //
+        },
+        ROOT_CHUNK_SIZE,
     },
     mem::fb::{
         FbDebugfs,
@@ -337,10 +340,16 @@ impl NvrsDriver {
                 Size(mem.held_bytes())
             );
         }
+        // Memory held back behind I/O that never finished is free once the unbind returns: the
+        // kernel frees the struct pages only after every one of them is (`p2pdma_unregister`).
+        mem.sub_held(mem.p2pdma.stuck_bytes());
         if mem.held_bytes() != 0 {
             crate::mem::fb::retire(mem.clone());
         }
         if mem.p2pdma.is_published() {
+            // A release still waiting for the block layer reads the pages until it is done
+            // (within `mem::p2pdma::FREE_WAIT_MS`), even if the waits above gave up.
+            mem.p2pdma.wait_drops();
             // SAFETY: Every allocation was released above, and a release lets go of its struct
             // pages (`mem::p2pdma`), so nvrs holds none; the range is what `publish_p2pdma`
             // published.
@@ -348,11 +357,17 @@ impl NvrsDriver {
                 crate::helpers::p2pdma_unregister(
                     pdev,
                     gpu.aperture.phys + gpu.fb.offset,
-                    gpu.fb.size,
+                    p2pdma_len(gpu.fb),
                 )
             };
         }
     }
+}
+
+/// The bytes of GPU memory given struct pages: what the memory manager manages, whole 2 MiB
+/// roots.
+fn p2pdma_len(fb: FbRange) -> u64 {
+    fb.size - fb.size % ROOT_CHUNK_SIZE
 }
 
 /// Gives the GPU's memory struct pages in the kernel's P2PDMA, for `NVRS_ALLOC_P2PDMA`
@@ -362,13 +377,29 @@ fn publish_p2pdma(pdev: &pci::Device<Core<'_>>, aperture: Aperture, fb: FbRange,
     if !crate::p2pdma() {
         return;
     }
-    match crate::helpers::p2pdma_register(pdev, aperture.bar, fb.offset, fb.size) {
+    // Struct pages exist in 2 MiB subsections; the memory manager uses whole 2 MiB roots.
+    if (aperture.phys + fb.offset) % ROOT_CHUNK_SIZE != 0 || p2pdma_len(fb) == 0 {
+        dev_warn!(
+            pdev,
+            "no P2PDMA provider: GPU memory does not start on a 2 MiB boundary\n"
+        );
+        return;
+    }
+    // A user mapping of the pages is write-combined; the kernel's map of them must agree.
+    if !mem.p2pdma.write_combined() {
+        dev_warn!(
+            pdev,
+            "no P2PDMA provider: the aperture is not reserved write-combined\n"
+        );
+        return;
+    }
+    match crate::helpers::p2pdma_register(pdev, aperture.bar, fb.offset, p2pdma_len(fb)) {
         Ok(()) => {
             mem.p2pdma.publish();
             dev_info!(
                 pdev,
                 "P2PDMA provider: {} of GPU memory as struct pages\n",
-                Size(fb.size)
+                Size(p2pdma_len(fb))
             );
         }
         Err(e) => dev_warn!(
@@ -417,6 +448,10 @@ fn emulated_memory(
             pdev,
             "cannot reserve the aperture write-combined ({e:?}); CPU mappings are uncached\n"
         );
+    } else {
+        // The struct pages of P2PDMA take the aperture's memory type only if it is reserved
+        // write-combined first (`publish_p2pdma`).
+        mem.p2pdma.set_write_combined();
     }
     Ok(mem)
 }

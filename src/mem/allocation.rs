@@ -100,6 +100,9 @@ pub(crate) struct AllocState {
     pub(crate) mapped: KVec<MappedInode>,
     /// A CPU mapping or a pin could have written the memory: it is scrubbed when given back.
     pub(crate) touched: bool,
+    /// The release is letting go of the allocation's struct pages and waiting for the block
+    /// layer to do the same ([`crate::mem::p2pdma`]): the memory must not go back before.
+    dropping: bool,
 }
 
 impl AllocState {
@@ -116,7 +119,8 @@ impl AllocState {
     /// Whether the memory is released and nothing holds it any more: then `Some`, with whether
     /// it must be scrubbed ([`AllocState::touched`]) as it goes back.
     fn unused(&self) -> Option<bool> {
-        (self.released && self.pins == 0 && self.dmabufs == 0).then_some(self.touched)
+        (self.released && !self.dropping && self.pins == 0 && self.dmabufs == 0)
+            .then_some(self.touched)
     }
 }
 
@@ -230,6 +234,7 @@ impl Allocation {
                     dmabufs: 0,
                     mapped: KVec::new(),
                     touched: false,
+                    dropping: false,
                 }, "Allocation::state"),
                 moves: Atomic::new(0),
                 cpu,
@@ -323,6 +328,9 @@ impl Allocation {
             // From here `mmap`, the fault handler and pinning refuse the allocation, so the zap
             // below removes every mapping there will ever be.
             st.released = true;
+            // A pin or dma-buf that ends meanwhile must not give the memory back while the
+            // block layer may still be writing it.
+            st.dropping = self.backing.p2pdma;
             for inode in st.mapped.iter() {
                 inode.zap(self.span.start(), self.span.len());
             }
@@ -340,7 +348,10 @@ impl Allocation {
         self.cpu.detach();
         // Struct pages: nvrs lets go of them and waits for the block layer to do the same (no
         // user mapping is left to take them again).
-        self.backing.drop_pages();
+        if self.backing.p2pdma {
+            self.backing.drop_pages();
+            self.state.lock().dropping = false;
+        }
         // One pin at a time, without allocating: each is taken off the list under the lock and
         // revoked without it; one being put concurrently is waited for. Pins created from now
         // on are refused (`released`).

@@ -39,10 +39,14 @@
 use kernel::{
     prelude::*,
     sync::atomic::{
+        Acquire,
         Atomic,
-        Relaxed, //
+        Relaxed,
+        Release, //
     },
     time::{
+        delay::fsleep,
+        Delta,
         Instant,
         Monotonic, //
     },
@@ -65,20 +69,47 @@ pub(crate) const FREE_WAIT_MS: u32 = 60_000;
 pub(crate) struct P2pdma {
     /// The driver published the GPU's memory (struct pages exist for all of it).
     published: Atomic<bool>,
+    /// The aperture is reserved write-combined (a condition for publishing).
+    write_combined: Atomic<bool>,
     /// Bytes of live allocations made with struct pages.
     bytes: Atomic<u64>,
     /// Bytes whose pages the block layer did not let go of within [`FREE_WAIT_MS`]: never
     /// handed out again.
     stuck: Atomic<u64>,
+    /// Releases letting go of struct pages right now ([`Backing::drop_pages`]): they read the
+    /// pages until they are done, so the pages must stay until then ([`P2pdma::wait_drops`]).
+    dropping: Atomic<u32>,
 }
 
 impl P2pdma {
     pub(crate) fn new() -> Self {
         Self {
             published: Atomic::new(false),
+            write_combined: Atomic::new(false),
             bytes: Atomic::new(0),
             stuck: Atomic::new(0),
+            dropping: Atomic::new(0),
         }
+    }
+
+    /// Waits until no release is letting go of struct pages (each does within
+    /// [`FREE_WAIT_MS`]): GPU removal, before the pages go. Bounded, and independent of the
+    /// removal's wait for free callbacks, which may give up earlier while a release still reads
+    /// the pages.
+    pub(crate) fn wait_drops(&self) {
+        while self.dropping.load(Acquire) != 0 {
+            fsleep(Delta::from_millis(10));
+        }
+    }
+
+    /// Records that the aperture is reserved write-combined (probe).
+    pub(crate) fn set_write_combined(&self) {
+        self.write_combined.store(true, Relaxed);
+    }
+
+    /// Whether the aperture is reserved write-combined.
+    pub(crate) fn write_combined(&self) -> bool {
+        self.write_combined.load(Relaxed)
     }
 
     /// Records that the GPU's memory has struct pages (the end of probe, once).
@@ -169,6 +200,12 @@ impl Backing {
         if !self.pages_held.xchg(false, Relaxed) {
             return;
         }
+        self.mem.p2pdma.dropping.fetch_add(1, Relaxed);
+        self.wait_for_pages();
+        self.mem.p2pdma.dropping.fetch_sub(1, Release);
+    }
+
+    fn wait_for_pages(&self) {
         let base = self.mem.aperture_phys;
         for (i, p) in self.pieces.iter().enumerate() {
             // SAFETY: `take_pages` took these references; this is the one place that drops

@@ -31,6 +31,12 @@ for g in $GPU0 $GPU1; do
 	check "$g is a P2PDMA provider" grep -q "^p2pdma: provider, 0 B in allocations" $T/$g/info
 done
 check "the P2PDMA resource was added (dmesg)" sh -c "dmesg | grep -q '$GPU0: added peer-to-peer DMA memory'"
+# The kernel's P2PDMA pool of the GPU is nvrs's alone: its sysfs file that
+# maps pages of the pool (root, 0660) is gone, and nothing of it is available.
+check "the pool's sysfs 'allocate' file is gone, nothing is available in the pool" sh -c \
+	"test -e /sys/bus/pci/devices/$GPU0/p2pmem/size && ! test -e /sys/bus/pci/devices/$GPU0/p2pmem/allocate &&
+	 [ \$(cat /sys/bus/pci/devices/$GPU0/p2pmem/available) = 0 ]"
+check "insmod consumer" insmod $M/nvrs_consumer.ko
 
 # took PREFIX: milliseconds between the uptimes in PREFIX.start and PREFIX.end
 # (-1 if either is missing, which no check accepts).
@@ -50,6 +56,7 @@ if [ "$NVRS_NVME" = rootport ]; then
 	check "  no IOMMU fault: nothing was sent" sh -c "! dmesg | grep -q 'DMAR: \[DMA'"
 	check "umount" umount /mnt
 	check_all_returned
+	check "rmmod consumer" rmmod nvrs_consumer
 	check "rmmod nvrs" rmmod nvrs
 	done_testing
 	exit 0
@@ -109,6 +116,17 @@ FREE_MS=$(took /tmp/free)
 diag "the FREE took $FREE_MS ms"
 check "  the FREE waited for the read (at least a second)" test "$FREE_MS" -ge 1000
 check "  no page was left behind" grep -q "^p2pdma: provider, 0 B in allocations, 0 B stuck" $T/$GPU1/info
+# The same with a persistent pin on the memory, put by another process while
+# the FREE still waits for the read: the memory goes back once, after the
+# read, and all of it.
+tool "a persistent pin put while a FREE waits for a read: the memory goes back after the read" \
+	alloc A 1 64M contig p2pdma \; ctl ppin 0 @A 0x10000 \; bgdio read A $SLOW 0 64M \; sleep 300 \; \
+	sh "(sleep 1; nvrs-tool ctl put 0 >/tmp/put.out 2>&1) &" \; free A \; join \; sh "sleep 1" \; \
+	alloc B 1 64M contig \; sleep 5000 \; zero B \; free B
+check "  the other process's put worked" grep -q "^ok ctl" /tmp/put.out
+check "  no chunk was freed with a pin on it" sh -c "! dmesg | grep -q 'freed with .* P2P pins'"
+check "  all of GPU1's memory is free again" sh -c \
+	"grep -q \"^free_bytes: $FB1\$\" $T/$GPU1/pmm/stats"
 
 # Isolation 2: another process never sees the bytes.
 tool "process 1 reads s64m into GPU1" alloc A 1 64M contig p2pdma \; dio read A /mnt/s64m 0 64M \; free A
@@ -142,6 +160,7 @@ tool "  all of GPU1 reads zero for the next owner" alloc B 1 $FB1 \; zero B \; f
 
 check "umount" umount /mnt
 check_all_returned
+check "rmmod consumer" rmmod nvrs_consumer
 check "rmmod nvrs" rmmod nvrs
 
 # p2pdma=0: no struct pages; the flag is refused and nothing else changes.
