@@ -98,6 +98,15 @@ sweep "close of the dma-buf of a freed allocation" "0" "alloc A 0 2M ; export A 
 	"close A" "count"
 check "no pins left" grep -qx "pins: 0" $D/p2p
 # Probe: bind GPU1 with its N-th allocation failing (unbound again before each try).
+# Without P2PDMA struct pages (p2pdma=0): the kernel's memory hotplug, which
+# creates them at the end of probe, makes hundreds of allocations of its own,
+# and warns (add_pages(): WARN_ON_ONCE) when one of them fails; nvrs then only
+# logs that the GPU has no provider.
+check "rmmod consumer" rmmod nvrs_consumer
+check "rmmod nvrs" rmmod nvrs
+check "insmod nvrs p2pdma=0" insmod $M/nvrs.ko emulated=1 peer_device=0x123411e8 p2pdma=0
+check "insmod consumer" insmod $M/nvrs_consumer.ko
+GPU1=$(nvrs_bound | sed -n 2p)
 sweep "probe (bind)" "0 -12 -19" "write /sys/bus/pci/drivers/nvrs/unbind $GPU1" \
 	"write /sys/bus/pci/drivers/nvrs/bind $GPU1" "count"
 check "GPU1 bound again" test -e /sys/bus/pci/drivers/nvrs/$GPU1
