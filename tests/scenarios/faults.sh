@@ -190,13 +190,19 @@ check_all_returned
 check "rmmod consumer" rmmod nvrs_consumer
 check "rmmod nvrs" rmmod nvrs
 
+# refused_at_insmod DESCRIPTION PARAMETER=VALUE: insmod must fail (and if it
+# does not, nvrs is unloaded again).
+refused_at_insmod() {
+	if insmod $M/nvrs.ko emulated=1 "$2" 2>/tmp/err.txt; then
+		not_ok "$1"
+		rmmod nvrs
+	else
+		ok "$1"
+	fi
+}
+
 # The same controls as module parameters, set on every GPU at probe.
-if insmod $M/nvrs.ko emulated=1 fault_callback_delay_us=2000000 2>/tmp/err.txt; then
-	not_ok "a callback delay over 1 s is refused at insmod"
-	rmmod nvrs
-else
-	ok "a callback delay over 1 s is refused at insmod"
-fi
+refused_at_insmod "a callback delay over 1 s is refused at insmod" fault_callback_delay_us=2000000
 check "insmod nvrs with fault_bar1_mib=1 fault_callback_workqueue=1" \
 	insmod $M/nvrs.ko emulated=1 peer_device=0x123411e8 fault_bar1_mib=1 fault_callback_workqueue=1
 check "insmod consumer" insmod $M/nvrs_consumer.ko
@@ -216,12 +222,7 @@ check "rmmod consumer" rmmod nvrs_consumer
 check "rmmod nvrs" rmmod nvrs
 
 # fault_revoke_every_ms: the periodic revocation from probe on.
-if insmod $M/nvrs.ko emulated=1 fault_revoke_every_ms=60001 2>/tmp/err.txt; then
-	not_ok "a revocation period over 60 s is refused at insmod"
-	rmmod nvrs
-else
-	ok "a revocation period over 60 s is refused at insmod"
-fi
+refused_at_insmod "a revocation period over 60 s is refused at insmod" fault_revoke_every_ms=60001
 check "insmod nvrs with fault_revoke_every_ms=300" \
 	insmod $M/nvrs.ko emulated=1 peer_device=0x123411e8 fault_revoke_every_ms=300
 check "insmod consumer" insmod $M/nvrs_consumer.ko
