@@ -201,23 +201,24 @@ impl Backing {
             return;
         }
         self.mem.p2pdma.dropping.fetch_add(1, Relaxed);
-        self.wait_for_pages();
+        self.put_and_wait();
         self.mem.p2pdma.dropping.fetch_sub(1, Release);
     }
 
-    fn wait_for_pages(&self) {
+    /// The body of [`Backing::drop_pages`], counted in [`P2pdma::wait_drops`].
+    fn put_and_wait(&self) {
         let base = self.mem.aperture_phys;
         for (i, p) in self.pieces.iter().enumerate() {
-            // SAFETY: `take_pages` took these references; this is the one place that drops
-            // them, once (the give-back runs once).
+            // SAFETY: `take_pages` took these references, and only the one caller of
+            // `drop_pages` that cleared `pages_held` gets here.
             unsafe { helpers::p2pdma_put_pages(base + p.fb_offset(), self.piece_len(i)) };
         }
         let since = Instant::<Monotonic>::now();
         let mut busy = 0u64;
         for (i, p) in self.pieces.iter().enumerate() {
             let spent = u32::try_from(since.elapsed().as_millis()).unwrap_or(u32::MAX);
-            // SAFETY: The GPU's struct pages stay until after its unbind, which waits for this
-            // release.
+            // SAFETY: The GPU's struct pages stay until after its unbind, which waits until no
+            // `drop_pages` is in progress (`P2pdma::wait_drops`) before it gives them up.
             busy += unsafe {
                 helpers::p2pdma_wait_free(
                     base + p.fb_offset(),
