@@ -140,6 +140,7 @@ meta "parameter peer_device documented" 'modinfo -F parm "$ko" | grep -q "^peer_
 meta "parameter dmabuf_revocable_only documented" \
 	'modinfo -F parm "$ko" | grep -q "^dmabuf_revocable_only:.*(bool)"'
 meta "parameter compact_on_alloc documented" 'modinfo -F parm "$ko" | grep -q "^compact_on_alloc:.*(bool)"'
+meta "parameter p2pdma documented" 'modinfo -F parm "$ko" | grep -q "^p2pdma:Give each GPU.*(bool)"'
 for p in fault_bar1_mib:u32 fault_callback_delay_us:u32 fault_callback_workqueue:bool \
 	fault_revoke_every_ms:u32; do
 	meta "parameter ${p%%:*} documented" "modinfo -F parm \"\$ko\" | grep -q '^${p%%:*}:Fault control.*(${p#*:})'"
