@@ -5,6 +5,9 @@
 #
 #   make                      build nvrs.ko against KDIR
 #   make KDIR=<tree>          ... against another (Rust-enabled, fully built) tree
+#   make NVRS_TESTING=1       ... with the test-only code: fault controls, delay
+#                             points and their parameters (check, bench and
+#                             consumer build this; DKMS and a plain make do not)
 #   make modules_install      install into /lib/modules/<kernel>/updates
 #   make clean
 #   make demo                 VM with two emulated GPUs showing nvrs at work

@@ -156,14 +156,3 @@ int nvrs_pci_surprise_remove(struct pci_dev *pdev)
 	queue_work(nvrs_wq_get(), &s->work);
 	return 0;
 }
-
-/**
- * nvrs_pci_is_disconnected() - whether a function fell off the bus
- * @pdev: the function
- *
- * Return: pci_dev_is_disconnected().
- */
-bool nvrs_pci_is_disconnected(struct pci_dev *pdev)
-{
-	return pci_dev_is_disconnected(pdev);
-}

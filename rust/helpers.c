@@ -91,6 +91,17 @@ int nvrs_pcim_request_region(struct pci_dev *pdev, int bar, const char *name)
 }
 
 /**
+ * nvrs_pci_is_disconnected() - whether a function fell off the bus
+ * @pdev: the function
+ *
+ * Return: pci_dev_is_disconnected().
+ */
+bool nvrs_pci_is_disconnected(struct pci_dev *pdev)
+{
+	return pci_dev_is_disconnected(pdev);
+}
+
+/**
  * nvrs_pci_describe() - where a PCI function sits
  * @pdev: the function
  * @ep: filled with its id, host bridge, NUMA node and upstream bridges

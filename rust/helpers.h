@@ -60,6 +60,7 @@ struct nvrs_pci_endpoint {
 int nvrs_pcim_enable_device(struct pci_dev *pdev);
 bool nvrs_driver_override_is_nvrs(struct pci_dev *pdev);
 int nvrs_pcim_request_region(struct pci_dev *pdev, int bar, const char *name);
+bool nvrs_pci_is_disconnected(struct pci_dev *pdev);
 int nvrs_pci_describe(struct pci_dev *pdev, struct nvrs_pci_endpoint *ep);
 int nvrs_pci_peers(u32 extra_vendor_device, struct nvrs_pci_endpoint *eps,
 		   u32 max);
@@ -93,13 +94,14 @@ int nvrs_copy_mmio(u64 dst, u64 src, u64 len);
 bool nvrs_module_get(void);
 void nvrs_module_put(void);
 
-/* rust/faults.c: the timer and the surprise removal of the fault controls. */
+/* rust/faults.c (test builds only): the timer and the surprise removal of the
+ * fault controls.
+ */
 struct nvrs_ticker *nvrs_ticker_new(void *owner);
 void nvrs_ticker_set(struct nvrs_ticker *t, u32 period_ms);
 void nvrs_ticker_stop(struct nvrs_ticker *t);
 void nvrs_ticker_free(struct nvrs_ticker *t);
 int nvrs_pci_surprise_remove(struct pci_dev *pdev);
-bool nvrs_pci_is_disconnected(struct pci_dev *pdev);
 
 /* rust/p2pdma.c: GPU memory as a P2PDMA provider. */
 int nvrs_p2pdma_register(struct pci_dev *pdev, int bar, u64 offset, u64 size);

@@ -173,7 +173,7 @@ impl NvrsFile {
             let (exports, importer_maps) = crate::dmabuf::stats_on(mem);
             out.dmabufs = u32::try_from(exports).unwrap_or(u32::MAX);
             out.dmabuf_mappings = u32::try_from(importer_maps).unwrap_or(u32::MAX);
-            let f = *mem.faults.lock();
+            let f = mem.faults.counters();
             out.faults_injected = f.injected;
             out.faults_revoked = f.revoked;
             out.bar1_budget = f.bar1_budget;

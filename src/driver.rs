@@ -50,6 +50,10 @@ use kernel::{
     },
 };
 
+#[cfg(nvrs_testing)]
+mod faults;
+#[cfg(not(nvrs_testing))]
+#[path = "driver/faults_off.rs"]
 mod faults;
 
 use faults::FaultCtl;
@@ -157,9 +161,9 @@ pub(crate) struct NvrsGpu<'bound> {
     _info_file: debugfs::File<Arc<GpuInfo>>,
     #[pin]
     _compact_file: debugfs::File<Arc<GpuInfo>>,
+    /// The fault controls (test builds only: `crate::faults`).
     #[pin]
-    _faults_file: debugfs::File<Arc<FaultCtl>>,
-    faults: Arc<FaultCtl>,
+    faults: FaultCtl,
     _pmm_files: Option<Pin<KBox<FbDebugfs>>>,
     _dir: debugfs::Dir,
     _registered: Registered,
@@ -231,9 +235,7 @@ impl pci::Driver for NvrsDriver {
             let (chip, chipset) = (info.ident.chipset.name, info.ident.chipset.id);
             let file_data = info.clone();
             let compact_data = info.clone();
-            let faults = FaultCtl::new(info.clone())?;
-            faults.apply_params()?;
-            let faults_data = faults.clone();
+            let faults_info = info.clone();
             let p2pdma_mem = mem.clone();
             let fb_range = probed.fb;
             let pmm_files = match &mem {
@@ -243,13 +245,7 @@ impl pci::Driver for NvrsDriver {
             Ok(try_pin_init!(NvrsGpu {
                 _info_file <- dir.read_callback_file(c"info", file_data, &render_info),
                 _compact_file <- dir.write_callback_file(c"compact", compact_data, &write_compact),
-                _faults_file <- dir.read_write_callback_file(
-                    c"faults",
-                    faults_data,
-                    &faults::render,
-                    &faults::write
-                ),
-                faults,
+                faults <- FaultCtl::new(faults_info, &dir),
                 _pmm_files: pmm_files,
                 _dir: dir,
                 // Registered last of what can fail: once allocations can reach the GPU, probe

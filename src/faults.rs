@@ -40,24 +40,20 @@
 //! `EIO`, `ENODEV`, `ENOTSUPP`). Anything else is refused whole ([`FaultError`], `-EINVAL` to
 //! the writer) and changes nothing. This file holds the parsing and the decisions, free of
 //! `kernel::` so that the host tests run it; the module keeps one [`Faults`] per GPU behind a
-//! lock.
+//! lock ([`crate::mem::faults`]).
+//!
+//! # Test builds only
+//!
+//! A root debugfs write here can revoke every pin every few milliseconds or take a GPU off the
+//! bus, so none of it is in a production module: the controls, their debugfs file, their
+//! module parameters and `rust/faults.c` are built only with `make NVRS_TESTING=1`
+//! (`--cfg nvrs_testing`; `make check`, `make consumer` and `make bench` pass it, DKMS and a
+//! plain `make` do not). A production build keeps the hooks, which then answer "no fault"
+//! ([`crate::mem::faults`]).
 
 use core::fmt;
 
-/// An operation a control can make fail.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Op {
-    /// `nvidia_p2p_get_pages()`.
-    GetPages = 0,
-    /// `nvidia_p2p_get_pages_persistent()`.
-    GetPagesPersistent = 1,
-    /// `nvidia_p2p_dma_map_pages()`.
-    DmaMap = 2,
-    /// A dma-buf importer's attach.
-    DmabufAttach = 3,
-    /// A dma-buf importer's map.
-    DmabufMap = 4,
-}
+pub(crate) use crate::fault_op::Op;
 
 /// The operations, in the order [`Faults`] keeps their rules.
 const OPS: [(Op, &str); 5] = [

@@ -431,20 +431,24 @@ impl Drop for MmWatch {
 }
 
 /// A timer that calls `nvrs_ticker_fire_rs(owner)` periodically, from nvrs's work queue
-/// (`rust/faults.c`); the fault control `revoke every` uses it.
+/// (`rust/faults.c`); the fault control `revoke every` uses it. Test builds only.
 ///
 /// # Invariants
 ///
 /// `ticker` is a `struct nvrs_ticker` made by `nvrs_ticker_new`, owned by this object.
+#[cfg(nvrs_testing)]
 pub(crate) struct Ticker {
     ticker: *mut nvrs_ticker,
 }
 
 // SAFETY: The ticker's own lock serialises setting, stopping and the work's re-arming.
+#[cfg(nvrs_testing)]
 unsafe impl Send for Ticker {}
 // SAFETY: As above; every operation takes the ticker's lock.
+#[cfg(nvrs_testing)]
 unsafe impl Sync for Ticker {}
 
+#[cfg(nvrs_testing)]
 impl Ticker {
     /// A stopped ticker for `owner`.
     ///
@@ -474,6 +478,7 @@ impl Ticker {
     }
 }
 
+#[cfg(nvrs_testing)]
 impl Drop for Ticker {
     fn drop(&mut self) {
         // SAFETY: `ticker` is valid and ours (type invariant); it is not used again.
@@ -552,7 +557,8 @@ pub(crate) fn p2pdma_freed() -> u64 {
 }
 
 /// Takes `pdev` off the bus as a surprise removal does: marked disconnected at once, then
-/// stopped and removed by the PCI core from a work item (`rust/faults.c`).
+/// stopped and removed by the PCI core from a work item (`rust/faults.c`). Test builds only.
+#[cfg(nvrs_testing)]
 pub(crate) fn pci_surprise_remove(pdev: &pci::Device) -> Result {
     // SAFETY: `raw_pci_dev` returns a valid `struct pci_dev`; the helper takes its own
     // reference for the work item.

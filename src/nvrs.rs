@@ -47,6 +47,8 @@ mod dmabuf;
 mod driver;
 mod emu_identity;
 mod exports;
+mod fault_op;
+#[cfg(nvrs_testing)]
 mod faults;
 mod gpu;
 mod helpers;
@@ -68,93 +70,112 @@ mod vaspace;
 /// The module's name, `nvrs`.
 pub(crate) const MODULE_NAME: &CStr = <LocalModule as kernel::ModuleMetadata>::NAME;
 
-module! {
-    type: NvrsModule,
-    name: "nvrs",
-    authors: ["The nvrs developers"],
-    description: "NVIDIA GPU driver with the nvidia_p2p peer-memory API (Rust)",
-    license: "GPL",
-    params: {
-        emulated: bool {
-            default: false,
-            description: "Also bind QEMU ivshmem-plain devices as emulated GPUs (test-beds only)",
-        },
-        bind_nvidia: bool {
-            default: false,
-            description: "Bind every NVIDIA GPU. Off: nvrs binds a GPU only if its sysfs \
-                driver_override is nvrs, so installing nvrs never takes a GPU from nvidia.ko",
-        },
-        p2p_topology: u32 {
-            default: 0,
-            description: "P2P topology gate: 0 = by topology (NVLink and PCIe-switch paths allowed, \
-                host-bridge paths if the kernel's P2PDMA check allows them, paths between host \
-                bridges refused), 1 = allow every path, 2 = refuse every path",
-        },
-        dmabuf_revocable_only: bool {
-            default: false,
-            description: "Refuse dma-buf importers that cannot be revoked (pinned importers \
-                without invalidate_mappings: efa, bnxt_re, mana_ib, ionic), as vfio-pci does; \
-                otherwise their mappings outlive a GPU's removal like persistent pins",
-        },
-        p2pdma: bool {
-            default: true,
-            description: "Give each GPU's memory struct pages in the kernel's P2PDMA (64 bytes of \
-                system memory per 4 KiB), so that NVRS_ALLOC_P2PDMA allocations can be the \
-                target of O_DIRECT reads and writes (NVMe DMA straight into GPU memory)",
-        },
-        compact_on_alloc: bool {
-            default: true,
-            description: "When an allocation fails although enough memory is free, move movable \
-                allocations to make room (compaction) and try once more",
-        },
-        p2p_coalesce: bool {
-            default: true,
-            description: "Map physically contiguous runs of pinned pages with one \
-                dma_map_resource each (false: one per 64 KiB page, as NVIDIA's driver does)",
-        },
-        peer_device: u32 {
-            default: 0,
-            description: "vendor << 16 | device of PCI functions to list as DMA peers in \
-                debugfs topology besides network controllers (e.g. 0x123411e8: QEMU edu)",
-        },
-        test_delay_points: u32 {
-            default: 0,
-            description: "Tests only: a mask of points where nvrs sleeps test_delay_ms, to widen \
-                removal races (1 = pin before its table is handed out, 2 = FREE before the \
-                release, 4 = an exited owner's release in the exit work); 0 = none",
-        },
-        test_delay_ms: u32 {
-            default: 0,
-            description: "Tests only: how long to sleep at test_delay_points (at most 60000)",
-        },
-        va_space_mib: u32 {
-            default: 0,
-            description: "Size of the GPU VA space in MiB, 0 = the full 128 TiB (tests shrink it \
-                to exercise VA reuse)",
-        },
-        fault_bar1_mib: u32 {
-            default: 0,
-            description: "Fault control set on every GPU at probe: a BAR1 budget in MiB, pins \
-                past it fail with -ENOMEM (debugfs <gpu>/faults: bar1); 0 = none",
-        },
-        fault_callback_delay_us: u32 {
-            default: 0,
-            description: "Fault control set on every GPU at probe: free callbacks are called \
-                this many microseconds late, at most 1000000 (debugfs <gpu>/faults: callback \
-                delay); 0 = at once",
-        },
-        fault_callback_workqueue: bool {
-            default: false,
-            description: "Fault control set on every GPU at probe: a release revokes its pins \
-                from nvrs's workqueue, so free callbacks run in a worker (debugfs \
-                <gpu>/faults: callback context workqueue)",
-        },
-        fault_revoke_every_ms: u32 {
-            default: 0,
-            description: "Fault control set on every GPU at probe: every live non-persistent \
-                pin is revoked every this many milliseconds, at most 60000 (debugfs \
-                <gpu>/faults: revoke every); 0 = never",
-        },
+/// The `module!` invocation, with the test builds' parameters (`$test`) after the others:
+/// the parameters of the fault controls and the test delay points exist only in test builds
+/// (`make NVRS_TESTING=1`, `--cfg nvrs_testing`; see `src/faults.rs`).
+macro_rules! nvrs_module {
+    ($($test:tt)*) => {
+        module! {
+            type: NvrsModule,
+            name: "nvrs",
+            authors: ["The nvrs developers"],
+            description: "NVIDIA GPU driver with the nvidia_p2p peer-memory API (Rust)",
+            license: "GPL",
+            params: {
+                emulated: bool {
+                    default: false,
+                    description: "Also bind QEMU ivshmem-plain devices as emulated GPUs (test-beds \
+                        only)",
+                },
+                bind_nvidia: bool {
+                    default: false,
+                    description: "Bind every NVIDIA GPU. Off: nvrs binds a GPU only if its sysfs \
+                        driver_override is nvrs, so installing nvrs never takes a GPU from \
+                        nvidia.ko",
+                },
+                p2p_topology: u32 {
+                    default: 0,
+                    description: "P2P topology gate: 0 = by topology (NVLink and PCIe-switch paths \
+                        allowed, host-bridge paths if the kernel's P2PDMA check allows them, paths \
+                        between host bridges refused), 1 = allow every path, 2 = refuse every path",
+                },
+                dmabuf_revocable_only: bool {
+                    default: false,
+                    description: "Refuse dma-buf importers that cannot be revoked (pinned \
+                        importers without invalidate_mappings: efa, bnxt_re, mana_ib, ionic), as \
+                        vfio-pci does; otherwise their mappings outlive a GPU's removal like \
+                        persistent pins",
+                },
+                p2pdma: bool {
+                    default: true,
+                    description: "Give each GPU's memory struct pages in the kernel's P2PDMA (64 \
+                        bytes of system memory per 4 KiB), so that NVRS_ALLOC_P2PDMA allocations \
+                        can be the target of O_DIRECT reads and writes (NVMe DMA straight into GPU \
+                        memory)",
+                },
+                compact_on_alloc: bool {
+                    default: true,
+                    description: "When an allocation fails although enough memory is free, move \
+                        movable allocations to make room (compaction) and try once more",
+                },
+                p2p_coalesce: bool {
+                    default: true,
+                    description: "Map physically contiguous runs of pinned pages with one \
+                        dma_map_resource each (false: one per 64 KiB page, as NVIDIA's driver \
+                        does)",
+                },
+                peer_device: u32 {
+                    default: 0,
+                    description: "vendor << 16 | device of PCI functions to list as DMA peers in \
+                        debugfs topology besides network controllers (e.g. 0x123411e8: QEMU edu)",
+                },
+                va_space_mib: u32 {
+                    default: 0,
+                    description: "Size of the GPU VA space in MiB, 0 = the full 128 TiB (tests \
+                        shrink it to exercise VA reuse)",
+                },
+                $($test)*
+            },
+        }
+    };
+}
+
+#[cfg(not(nvrs_testing))]
+nvrs_module! {}
+
+#[cfg(nvrs_testing)]
+nvrs_module! {
+    test_delay_points: u32 {
+        default: 0,
+        description: "Tests only: a mask of points where nvrs sleeps test_delay_ms, to widen \
+            removal races (1 = pin before its table is handed out, 2 = FREE before the release, 4 \
+            = an exited owner's release in the exit work); 0 = none",
+    },
+    test_delay_ms: u32 {
+        default: 0,
+        description: "Tests only: how long to sleep at test_delay_points (at most 60000)",
+    },
+    fault_bar1_mib: u32 {
+        default: 0,
+        description: "Fault control set on every GPU at probe: a BAR1 budget in MiB, pins past it \
+            fail with -ENOMEM (debugfs <gpu>/faults: bar1); 0 = none",
+    },
+    fault_callback_delay_us: u32 {
+        default: 0,
+        description: "Fault control set on every GPU at probe: free callbacks are called this many \
+            microseconds late, at most 1000000 (debugfs <gpu>/faults: callback delay); 0 = at once",
+    },
+    fault_callback_workqueue: bool {
+        default: false,
+        description: "Fault control set on every GPU at probe: a release revokes its pins from \
+            nvrs's workqueue, so free callbacks run in a worker (debugfs <gpu>/faults: callback \
+            context workqueue)",
+    },
+    fault_revoke_every_ms: u32 {
+        default: 0,
+        description: "Fault control set on every GPU at probe: every live non-persistent pin is \
+            revoked every this many milliseconds, at most 60000 (debugfs <gpu>/faults: revoke \
+            every); 0 = never",
     },
 }
 
@@ -188,19 +209,7 @@ struct ModuleState(());
 
 impl ModuleState {
     fn init() -> Result<Self> {
-        // The fault-control parameters with a bound (the others take any value).
-        let faults = fault_params();
-        if faults.callback_delay_us > 1_000_000 {
-            pr_err!("fault_callback_delay_us: at most 1000000\n");
-            return Err(EINVAL);
-        }
-        if faults.revoke_every_ms > faults::MAX_REVOKE_EVERY_MS {
-            pr_err!(
-                "fault_revoke_every_ms: at most {}\n",
-                faults::MAX_REVOKE_EVERY_MS
-            );
-            return Err(EINVAL);
-        }
+        check_test_params()?;
         mem::fb::init_retired();
         let va_size = u64::from(module_parameters::va_space_mib.value()) << 20;
         mem::va::init(va_size);
@@ -287,6 +296,7 @@ pub(crate) fn dmabuf_revocable_only() -> bool {
 }
 
 /// The fault controls the module parameters set on every GPU at probe ([`faults`]).
+#[cfg(nvrs_testing)]
 pub(crate) struct FaultParams {
     /// `fault_bar1_mib`: the BAR1 budget in MiB (0: none).
     pub(crate) bar1_mib: u32,
@@ -299,6 +309,7 @@ pub(crate) struct FaultParams {
 }
 
 /// The `fault_*` module parameters.
+#[cfg(nvrs_testing)]
 pub(crate) fn fault_params() -> FaultParams {
     FaultParams {
         bar1_mib: module_parameters::fault_bar1_mib.value(),
@@ -306,6 +317,30 @@ pub(crate) fn fault_params() -> FaultParams {
         callback_workqueue: module_parameters::fault_callback_workqueue.value(),
         revoke_every_ms: module_parameters::fault_revoke_every_ms.value(),
     }
+}
+
+/// Refuses the test parameters with a bound that a value exceeds (the others take any value).
+#[cfg(nvrs_testing)]
+fn check_test_params() -> Result {
+    let faults = fault_params();
+    if faults.callback_delay_us > 1_000_000 {
+        pr_err!("fault_callback_delay_us: at most 1000000\n");
+        return Err(EINVAL);
+    }
+    if faults.revoke_every_ms > faults::MAX_REVOKE_EVERY_MS {
+        pr_err!(
+            "fault_revoke_every_ms: at most {}\n",
+            faults::MAX_REVOKE_EVERY_MS
+        );
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
+/// A production build has no test parameters.
+#[cfg(not(nvrs_testing))]
+fn check_test_params() -> Result {
+    Ok(())
 }
 
 /// The `p2pdma` module parameter.
@@ -324,6 +359,7 @@ pub(crate) fn p2p_coalesce() -> bool {
 }
 
 /// The `test_delay_points` and `test_delay_ms` module parameters ([`testhook`]).
+#[cfg(nvrs_testing)]
 pub(crate) fn test_delay() -> (u32, u32) {
     (
         module_parameters::test_delay_points.value(),

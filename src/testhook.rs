@@ -9,7 +9,11 @@
 //! the chosen points logs one line (`test delay: MS ms at NAME`) and sleeps, so the scenario can
 //! unbind the GPU inside the window. Both parameters are 0 by default, and each point then costs
 //! one read of a parameter.
+//!
+//! Test builds only (`--cfg nvrs_testing`): in a production build the parameters do not exist
+//! and [`delay`] is empty.
 
+#[cfg(nvrs_testing)]
 use kernel::{
     prelude::*,
     time::{
@@ -19,6 +23,7 @@ use kernel::{
 };
 
 /// The longest delay honoured, so that a typo cannot hang a test VM for good.
+#[cfg(nvrs_testing)]
 const MAX_DELAY_MS: u32 = 60_000;
 
 /// A point where a test may make nvrs sleep.
@@ -37,6 +42,7 @@ pub(crate) enum Point {
 }
 
 impl Point {
+    #[cfg(nvrs_testing)]
     fn name(self) -> &'static str {
         match self {
             Point::PinPublish => "pin-publish",
@@ -47,6 +53,7 @@ impl Point {
 }
 
 /// Sleeps at `at` if the module parameters ask for it.
+#[cfg(nvrs_testing)]
 pub(crate) fn delay(at: Point) {
     let (points, ms) = crate::test_delay();
     if points & (at as u32) == 0 || ms == 0 {
@@ -56,3 +63,8 @@ pub(crate) fn delay(at: Point) {
     pr_info!("test delay: {} ms at {}\n", ms, at.name());
     fsleep(Delta::from_millis(i64::from(ms)));
 }
+
+/// No delay points in a production build.
+#[cfg(not(nvrs_testing))]
+#[inline(always)]
+pub(crate) fn delay(_at: Point) {}

@@ -10,8 +10,9 @@
 #      p2p, isolation, vaspace, dmabuf, compact, smi, removal, faults,
 #      storage: NVMe O_DIRECT into GPU memory), with two ivshmem devices nvrs
 #      must refuse;
-#   5. the DKMS package built by `dkms build`, then a VM with the module it
-#      built: root-bus topology (devices across the host bridge), the two GPUs
+#   5. the DKMS package built by `dkms build` (the production build: no
+#      test-only code in it), then a VM with the module it built: root-bus
+#      topology (devices across the host bridge), the two GPUs
 #      declaring an NVLink pair, NVMe behind a root port of its own (the
 #      kernel refuses storage DMA into GPU memory there);
 #   6. VM, PCIe switch without an IOMMU: the p2p, dma-buf and storage
@@ -243,10 +244,24 @@ else
 	record "dkms build" 0 1
 	DKMS_KO=$ROOT/nvrs.ko
 fi
+# The DKMS package is the production build: none of the test-only code
+# (NVRS_TESTING: fault controls, delay points, their parameters and
+# rust/faults.o) is in it. Each check also needs what must be there, so that
+# it cannot pass on a missing module or build tree.
+DKMS_BUILD=$OUT/dkms-tree/nvrs/$DKMS_V/build
+mp=0
+mf=0
+meta "production build: modinfo has its parameters (emulated) and no test_* or fault_* one" \
+	'modinfo -F parm "$DKMS_KO" | grep -q "^emulated:" && ! modinfo -F parm "$DKMS_KO" | grep -qE "^(test_|fault_)"'
+meta "production build: rust/p2pdma.o built, rust/faults.o not" \
+	'[ -e "$DKMS_BUILD/rust/p2pdma.o" ] && [ ! -e "$DKMS_BUILD/rust/faults.o" ]'
+meta "test build: modinfo has the test parameters" \
+	'modinfo -F parm "$ko" | grep -q "^test_delay_ms:" && modinfo -F parm "$ko" | grep -q "^fault_revoke_every_ms:"'
+record "production build" "$mp" "$mf"
 OWN_MODULES=1 vm rootbus-nvlink-dkms --module "$DKMS_KO" --module "$ROOT/tests/consumer/nvrs_consumer.ko" \
 	--bin "$OUT/nvrs-tool" --bin "$OUT/nvrs-fuzz" \
-	--topology root --nvlink --nvme rootport --scenario probe --scenario topology \
-	--scenario storage "${KUNIT[@]}"
+	--topology root --nvlink --nvme rootport --scenario probe --scenario production \
+	--scenario topology --scenario storage "${KUNIT[@]}"
 vm switch-noiommu --topology switch --iommu off --nvme switch --scenario probe --scenario p2p \
 	--scenario dmabuf --scenario storage "${KUNIT[@]}"
 

@@ -42,7 +42,7 @@ LAYERS = [
 # --strict: pure modules (no `kernel::`; the host tests compile them) belong to no layer: every
 # layer may use them, and they use only each other and the core layer. `locking` is
 # documentation only. The pure leaves of PURE are pure nodes of their own.
-PURE_MODULES = {"aperture", "binding", "emu_identity", "faults", "uapi", "locking"} | {
+PURE_MODULES = {"aperture", "binding", "emu_identity", "fault_op", "faults", "uapi", "locking"} | {
     f"{m}::{leaf}" for m, leaves in PURE.items() for leaf in leaves}
 
 

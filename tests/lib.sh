@@ -19,12 +19,15 @@ nvrs_bootstrap() {
 	. "$env"
 }
 
-# Build nvrs.ko and tests/consumer/nvrs_consumer.ko against $KDIR.
+# Build nvrs.ko and tests/consumer/nvrs_consumer.ko against $KDIR. The
+# module is a test build (NVRS_TESTING=1: fault controls, delay points and
+# their parameters), which every VM suite needs; the DKMS package in
+# `make check` is the production build, and is checked to have none of it.
 nvrs_build() {
 	# Lint with clippy when the toolchain has it (the kernel's own lint set).
 	local clippy=
 	command -v clippy-driver >/dev/null && clippy=CLIPPY=1
-	make -s -C "$ROOT" KDIR="$KDIR" NVRS_BENCH="${NVRS_BENCH:-0}" $clippy modules \
+	make -s -C "$ROOT" KDIR="$KDIR" NVRS_BENCH="${NVRS_BENCH:-0}" NVRS_TESTING=1 $clippy modules \
 		>"$OUT/build.log" 2>&1 || {
 		cat "$OUT/build.log"
 		echo "error: building nvrs.ko failed" >&2
@@ -81,7 +84,8 @@ nvrs_build_sanitize() {
 			tar -C "$ROOT" --exclude=./tests/out --exclude=./tests/host/target --exclude=./.git \
 				-cf - . | tar -C "$SAN" -xf - &&
 			{ make -s -C "$SAN" KDIR="$KDIR" LLVM="$KLLVM" clean >/dev/null 2>&1 || true; } &&
-			make -s -C "$SAN" KDIR="$KDIR" LLVM="$KLLVM" modules >"$OUT/build-sanitize.log" 2>&1 &&
+			make -s -C "$SAN" KDIR="$KDIR" LLVM="$KLLVM" NVRS_TESTING=1 modules \
+				>"$OUT/build-sanitize.log" 2>&1 &&
 			make -s -C "$SAN/tests/consumer" KDIR="$KDIR" LLVM="$KLLVM" \
 				NVRS_SYMVERS="$SAN/Module.symvers" >>"$OUT/build-sanitize.log" 2>&1 &&
 			echo "$BZIMAGE" >"$SAN/bzimage"

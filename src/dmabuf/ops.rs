@@ -27,7 +27,7 @@ use super::{
     Export, EXPORTS,
 };
 use crate::{
-    faults::Op,
+    fault_op::Op,
     gpu,
     helpers::{
         self,
@@ -53,7 +53,7 @@ impl Export {
         if self.state.lock().revoked || self.mem().is_gone() {
             return Err(ENODEV);
         }
-        self.mem().inject(Op::DmabufAttach)?;
+        self.mem().faults.inject(Op::DmabufAttach)?;
         // No struct page behind the memory: only peer-to-peer importers can use it.
         let importer = importer.filter(|_| peer2peer).ok_or(EOPNOTSUPP)?;
         // By choice of the administrator, only importers that can be told to stop (vfio-pci's
@@ -71,7 +71,7 @@ impl Export {
     }
 
     fn map(&self, importer: PeerRef, revocable: bool) -> Result<*mut bindings::sg_table> {
-        self.mem().inject(Op::DmabufMap)?;
+        self.mem().faults.inject(Op::DmabufMap)?;
         {
             let mut st = self.state.lock();
             if st.revoked || self.mem().is_gone() {

@@ -5,11 +5,15 @@
 //! setting, the periodic revocation (`revoke every`, a [`Ticker`]) and the surprise removal.
 //!
 //! The controls themselves, their parsing and their decisions, are [`crate::faults`]; the
-//! memory layer keeps them ([`FbMemory::set_faults`]). The timer lives here, in the driver,
+//! memory layer keeps them ([`crate::mem::faults`]). The timer lives here, in the driver,
 //! because what it does (revoking pins) belongs to a layer above the memory, and because the
 //! driver's unbind must stop it before it tears the GPU down.
+//!
+//! Built only into test builds (`--cfg nvrs_testing`, see [`crate::faults`]); a production
+//! build has `faults_off.rs` instead, with no file and nothing to stop.
 
 use kernel::{
+    debugfs,
     prelude::*,
     str::CString,
     sync::Arc, //
@@ -22,32 +26,54 @@ use crate::{
     mem::fb::FbMemory, //
 };
 
+/// A bound GPU's fault controls: its debugfs file `faults` and what the file refers to.
+#[pin_data]
+pub(crate) struct FaultCtl {
+    #[pin]
+    _file: debugfs::File<Arc<Controls>>,
+    controls: Arc<Controls>,
+}
+
 /// What the `faults` file of one GPU refers to.
 ///
 /// Fields drop in declaration order: the ticker (stopped, its running call waited for) before
 /// the GPU it calls into.
-pub(crate) struct FaultCtl {
+struct Controls {
     ticker: Ticker,
     info: Arc<GpuInfo>,
 }
 
 impl FaultCtl {
-    /// The controls of `info`'s GPU, with the periodic revocation stopped.
-    pub(crate) fn new(info: Arc<GpuInfo>) -> Result<Arc<Self>> {
-        // SAFETY: The ticker is a field of the object that keeps `info` alive, declared before
-        // it, so it is stopped before `info` can go.
-        let ticker = unsafe { Ticker::new(Arc::as_ptr(&info).cast()) }?;
-        Ok(Arc::new(Self { ticker, info }, GFP_KERNEL)?)
+    /// The controls of `info`'s GPU, set as the module parameters ask, with the file `faults`
+    /// in `dir`.
+    pub(crate) fn new<'a>(
+        info: Arc<GpuInfo>,
+        dir: &'a debugfs::Dir,
+    ) -> impl PinInit<Self, Error> + 'a {
+        pin_init::pin_init_scope(move || {
+            // SAFETY: The ticker is a field of the object that keeps `info` alive, declared
+            // before it, so it is stopped before `info` can go.
+            let ticker = unsafe { Ticker::new(Arc::as_ptr(&info).cast()) }?;
+            let controls = Arc::new(Controls { ticker, info }, GFP_KERNEL)?;
+            controls.apply_params()?;
+            let data = controls.clone();
+            Ok(try_pin_init!(Self {
+                _file <- dir.read_write_callback_file(c"faults", data, &render, &write),
+                controls,
+            }))
+        })
     }
 
     /// Stops the periodic revocation for good (the driver's unbind, before the teardown).
     pub(crate) fn stop(&self) {
-        self.ticker.stop();
+        self.controls.ticker.stop();
     }
+}
 
+impl Controls {
     /// Sets the controls the module parameters ask for (`fault_*`) on a GPU being probed, with
     /// one dmesg line if any; a value a control refuses fails the probe.
-    pub(crate) fn apply_params(&self) -> Result {
+    fn apply_params(&self) -> Result {
         let Some(mem) = &self.info.mem else {
             return Ok(());
         };
@@ -88,7 +114,7 @@ impl FaultCtl {
         let pdev = self.info.pdev.as_ref();
         for c in &commands {
             let text = c.to_str().map_err(|_| EINVAL)?;
-            let action = mem.set_faults(text).map_err(|_| {
+            let action = mem.faults.apply(text).map_err(|_| {
                 dev_err!(
                     pdev,
                     "fault control from the module parameters refused: {}\n",
@@ -120,7 +146,7 @@ impl FaultCtl {
 /// `revoke every`), counted; returns how many.
 fn revoke_now(mem: &FbMemory) -> u64 {
     let n = crate::p2p::pin::revoke_on(mem);
-    mem.count_revoked(n);
+    mem.faults.count_revoked(n);
     n
 }
 
@@ -143,9 +169,9 @@ unsafe extern "C" fn nvrs_ticker_fire_rs(owner: *mut c_void) {
 crate::helpers::same_signature!(nvrs_ticker_fire_rs);
 
 /// debugfs `faults`: the GPU's fault controls and what they did ([`crate::faults`]).
-pub(crate) fn render(ctl: &Arc<FaultCtl>, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+fn render(ctl: &Arc<Controls>, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     match &ctl.info.mem {
-        Some(mem) => write!(f, "{}", *mem.faults.lock()),
+        Some(mem) => mem.faults.render(f),
         None => writeln!(f, "no memory"),
     }
 }
@@ -153,7 +179,7 @@ pub(crate) fn render(ctl: &Arc<FaultCtl>, f: &mut core::fmt::Formatter<'_>) -> c
 /// debugfs `faults`: writing a command sets a fault control (logged once), revokes the GPU's
 /// live non-persistent pins (`revoke now`), starts or stops their periodic revocation, or takes
 /// the GPU off the bus (`remove surprise`); `-EINVAL` for anything else, which changes nothing.
-pub(crate) fn write(ctl: &Arc<FaultCtl>, reader: &mut kernel::uaccess::UserSliceReader) -> Result {
+fn write(ctl: &Arc<Controls>, reader: &mut kernel::uaccess::UserSliceReader) -> Result {
     let mut buf = [0u8; 96];
     // A longer command would be cut into another one.
     if reader.len() > buf.len() {
@@ -163,7 +189,7 @@ pub(crate) fn write(ctl: &Arc<FaultCtl>, reader: &mut kernel::uaccess::UserSlice
     let info = &ctl.info;
     let mem = info.mem.as_ref().ok_or(ENODEV)?;
     let pdev = info.pdev.as_ref();
-    match mem.set_faults(text).map_err(|_| EINVAL)? {
+    match mem.faults.apply(text).map_err(|_| EINVAL)? {
         Action::None => dev_info!(pdev, "fault control: {}\n", text),
         Action::RevokeNow => {
             let n = revoke_now(mem);

@@ -33,7 +33,6 @@ use kernel::{
         atomic::{
             Acquire,
             Atomic,
-            Relaxed,
             Release, //
         },
         Arc,
@@ -52,16 +51,11 @@ use kernel::{
 };
 
 use crate::{
-    faults::{
-        Action,
-        FaultError,
-        Faults,
-        Op, //
-    },
     hwref::ArchTable,
     kstorage::KernelStorage,
     mem::{
         copy::CopyEngine,
+        faults::GpuFaults,
         p2pdma::P2pdma,
         Allocation, //
     },
@@ -119,12 +113,9 @@ pub(crate) struct FbMemory {
     /// the owners of the chunks it moves here, without looking at anything but this GPU's own.
     #[pin]
     pub(crate) allocs: Mutex<List<Allocation>>,
-    /// The fault controls of the GPU ([`crate::faults`]); read lock-free through
-    /// `faults_set` while none is set.
+    /// The GPU's fault controls (test builds; [`crate::mem::faults`]).
     #[pin]
-    pub(crate) faults: Mutex<Faults>,
-    /// Whether any fault control is set (written under `faults`).
-    faults_set: Atomic<bool>,
+    pub(crate) faults: GpuFaults,
     /// The GPU's memory as struct pages for the kernel's P2PDMA ([`crate::mem::p2pdma`]).
     pub(crate) p2pdma: P2pdma,
 }
@@ -316,8 +307,7 @@ impl FbMemory {
                 copier: &crate::mem::copy::APERTURE_COPY,
                 compacting <- new_mutex!(0, "FbMemory::compacting"),
                 allocs <- new_mutex!(List::new(), "FbMemory::allocs"),
-                faults <- new_mutex!(Faults::default(), "FbMemory::faults"),
-                faults_set: Atomic::new(false),
+                faults <- GpuFaults::new(),
                 p2pdma: P2pdma::new(),
             }),
             GFP_KERNEL,
@@ -407,61 +397,6 @@ impl FbMemory {
     /// The guard of a release counted by [`Self::detach`]: dropping it ends the count.
     pub(crate) fn adopt(&self) -> InFlight<'_> {
         InFlight(self)
-    }
-
-    /// The fault controls' verdict on a call of `op` ([`crate::faults`]): the errno it must
-    /// fail with, if one says so. One atomic read while no control is set.
-    pub(crate) fn inject(&self, op: Op) -> Result {
-        if !self.faults_set.load(Relaxed) {
-            return Ok(());
-        }
-        match self.faults.lock().check(op) {
-            Some(errno) => Err(Error::from_errno(-errno)),
-            None => Ok(()),
-        }
-    }
-
-    /// Whether the BAR1 budget refuses a pin of `len` bytes while `pinned()` bytes are pinned
-    /// on the GPU (`pinned` is asked only when a budget is set).
-    pub(crate) fn over_bar1_budget(&self, len: u64, pinned: impl FnOnce() -> u64) -> bool {
-        if !self.faults_set.load(Relaxed) || self.faults.lock().bar1_budget == 0 {
-            return false;
-        }
-        let pinned = pinned();
-        self.faults.lock().over_budget(pinned, len)
-    }
-
-    /// The fault controls of free callbacks: how many microseconds late each is called, and
-    /// whether a release revokes its pins from the workqueue.
-    pub(crate) fn callback_faults(&self) -> (u32, bool) {
-        if !self.faults_set.load(Relaxed) {
-            return (0, false);
-        }
-        let f = self.faults.lock();
-        (f.callback_delay_us, f.callback_in_worker)
-    }
-
-    /// The fault control `revoke permille`, at a pinning call: a random number to pick the pin
-    /// to revoke with, if one is revoked now.
-    pub(crate) fn roll_revoke(&self) -> Option<u64> {
-        if !self.faults_set.load(Relaxed) {
-            return None;
-        }
-        self.faults.lock().roll_revoke()
-    }
-
-    /// Counts pins a fault control revoked.
-    pub(crate) fn count_revoked(&self, n: u64) {
-        let mut f = self.faults.lock();
-        f.revoked = f.revoked.saturating_add(n);
-    }
-
-    /// Applies a fault-control command; the controls are unchanged on error.
-    pub(crate) fn set_faults(&self, text: &str) -> Result<Action, FaultError> {
-        let mut f = self.faults.lock();
-        let action = f.apply(text)?;
-        self.faults_set.store(f.any(), Relaxed);
-        Ok(action)
     }
 
     /// Starts an operation that writes the memory or hands it out; `-ENODEV` once the GPU is

@@ -56,7 +56,8 @@
 //! * [`va`]: the GPU VA allocator all allocations share;
 //! * [`cpu_map`]: CPU mappings by fault;
 //! * [`p2pdma`]: allocations made of struct pages, for storage DMA straight into GPU memory;
-//! * [`compact`]: compaction's mover, and [`copy`], the copy engine hook it moves bytes with.
+//! * [`compact`]: compaction's mover, and [`copy`], the copy engine hook it moves bytes with;
+//! * [`faults`]: the fault controls' hooks (controls exist in test builds only).
 //!
 //! # Locking
 //!
@@ -67,6 +68,11 @@ pub(crate) mod backing;
 pub(crate) mod compact;
 pub(crate) mod copy;
 pub(crate) mod cpu_map;
+#[cfg(nvrs_testing)]
+pub(crate) mod faults;
+#[cfg(not(nvrs_testing))]
+#[path = "faults_off.rs"]
+pub(crate) mod faults;
 pub(crate) mod fb;
 pub(crate) mod holder;
 pub(crate) mod p2pdma;

@@ -31,7 +31,7 @@ use kernel::{
 };
 
 use crate::{
-    faults::Op,
+    fault_op::Op,
     gpu,
     helpers::{
         self,
@@ -96,16 +96,19 @@ pub(crate) fn get_pages(
     let alloc = lookup(&span).ok_or(EINVAL)?;
     // The GPU's fault controls ([`crate::faults`]): an injected errno, or a BAR1 budget.
     let mem = alloc.mem();
-    mem.inject(if persistent {
+    mem.faults.inject(if persistent {
         Op::GetPagesPersistent
     } else {
         Op::GetPages
     })?;
-    if mem.over_bar1_budget(span.len(), || pin::stats_on(mem).1) {
+    if mem
+        .faults
+        .over_bar1_budget(span.len(), || pin::stats_on(mem).1)
+    {
         return Err(ENOMEM);
     }
-    if let Some(pick) = mem.roll_revoke() {
-        mem.count_revoked(pin::revoke_one_on(mem, pick));
+    if let Some(pick) = mem.faults.roll_revoke() {
+        mem.faults.count_revoked(pin::revoke_one_on(mem, pick));
     }
     let offset = span.start() - alloc.span.start();
     sw.lap(Phase::Lookup);
@@ -211,7 +214,7 @@ fn dma_map(
     if pin.alloc.mem().is_gone() {
         return Err(EINVAL);
     }
-    pin.alloc.mem().inject(Op::DmaMap)?;
+    pin.alloc.mem().faults.inject(Op::DmaMap)?;
     // SAFETY: `peer` is non-null and, by the API contract, a valid `struct pci_dev`.
     let peer = unsafe { PeerRef::new(peer) }.ok_or(EINVAL)?;
     // A peer nvrs cannot place in the PCI hierarchy is not a valid peer.

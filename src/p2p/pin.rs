@@ -198,7 +198,7 @@ impl Holder for P2pPin {
         };
         // The fault control `callback context workqueue` ([`crate::faults`]): a worker revokes
         // it (queued now, or already by someone else), and the release waits for that.
-        if entry.alloc.mem().callback_faults().1 {
+        if entry.alloc.mem().faults.callback_faults().1 {
             if let Some(q) = crate::helpers::wq() {
                 drop(q.enqueue(entry.pin.clone()));
                 drop(entry);
@@ -393,6 +393,8 @@ impl WorkItem for Held<P2pPin> {
 /// Revokes every live non-persistent pin on the memory of `mem` (the fault control
 /// `revoke now`, [`crate::faults`]), in work items on nvrs's queue as GPU removal does, so that
 /// no free callback runs in the writer's thread; returns how many were queued. Never allocates.
+/// Test builds only.
+#[cfg(nvrs_testing)]
 pub(crate) fn revoke_on(mem: &FbMemory) -> u64 {
     let Some(q) = crate::helpers::wq() else {
         return 0;
@@ -796,7 +798,7 @@ impl PinEntry {
         if let Some(cb) = self.req.callback {
             // The fault control `callback delay` ([`crate::faults`]): called late, counted as
             // in the callback meanwhile.
-            let (delay_us, _) = self.alloc.mem().callback_faults();
+            let (delay_us, _) = self.alloc.mem().faults.callback_faults();
             if delay_us != 0 {
                 kernel::time::delay::fsleep(kernel::time::Delta::from_micros(delay_us.into()));
             }

@@ -13,6 +13,8 @@ pub(crate) mod aperture;
 pub(crate) mod binding;
 #[path = "../../../src/emu_identity.rs"]
 pub(crate) mod emu_identity;
+#[path = "../../../src/fault_op.rs"]
+pub(crate) mod fault_op;
 #[path = "../../../src/faults.rs"]
 pub(crate) mod faults;
 #[path = "../../../hwref/mod.rs"]
