@@ -296,6 +296,7 @@ impl NvrsDriver {
         let since = Instant::<Monotonic>::now();
         let stuck = || crate::p2p::pin::stuck_on(mem).0;
         let mut idle = mem.set_gone_and_wait(since, stuck);
+        crate::testhook::delay(crate::testhook::Point::RemovalWalk);
         crate::mem::allocation::release_gpu(mem);
         // Releases that others took out of a VA space before the walk above finish first:
         // until then their user mappings may still reach the aperture.

@@ -148,12 +148,19 @@ nvrs_module! {
     test_delay_points: u32 {
         default: 0,
         description: "Tests only: a mask of points where nvrs sleeps test_delay_ms, to widen \
-            removal races (1 = pin before its table is handed out, 2 = FREE before the release, 4 \
-            = an exited owner's release in the exit work); 0 = none",
+            removal races (1 = pin before its table is handed out, 2 = FREE before the release, \
+            4 = an exited owner's release in the exit work, 8 = GPU removal before it walks the \
+            allocations, 16 = a release before it drops its struct pages, 32 = a P2PDMA \
+            allocation after its scrub); 0 = none",
     },
     test_delay_ms: u32 {
         default: 0,
         description: "Tests only: how long to sleep at test_delay_points (at most 60000)",
+    },
+    test_tombs_max: u32 {
+        default: 0,
+        description: "Tests only: the most tombstones of revoked pins' tables kept at once \
+            (0 = the built-in 65536)",
     },
     fault_bar1_mib: u32 {
         default: 0,
@@ -365,6 +372,16 @@ pub(crate) fn test_delay() -> (u32, u32) {
         module_parameters::test_delay_points.value(),
         module_parameters::test_delay_ms.value(),
     )
+}
+
+/// The most tombstones kept ([`p2p::quarantine`]): the `test_tombs_max` module parameter in
+/// test builds, if set.
+pub(crate) fn tombs_max() -> usize {
+    #[cfg(nvrs_testing)]
+    if let Ok(n @ 1..) = usize::try_from(module_parameters::test_tombs_max.value()) {
+        return n;
+    }
+    p2p::quarantine::TOMBS_MAX
 }
 
 /// The `peer_device` module parameter.

@@ -39,6 +39,15 @@ pub(crate) enum Point {
     /// The release of an exited owner's allocation in the exit work, after it was taken out
     /// of its VA space and before it is released.
     ExitRelease = 1 << 2,
+    /// GPU removal, after its first wait for the operations in flight and before it walks the
+    /// GPU's allocations.
+    RemovalWalk = 1 << 3,
+    /// The release of an allocation made of struct pages, after its CPU mappings went and
+    /// before it lets go of its pages ([`crate::mem::p2pdma`]).
+    PageDrop = 1 << 4,
+    /// An allocation made of struct pages being created, after its memory was scrubbed and
+    /// before it takes its struct pages and becomes reachable.
+    CreateScrub = 1 << 5,
 }
 
 impl Point {
@@ -48,6 +57,9 @@ impl Point {
             Point::PinPublish => "pin-publish",
             Point::FreeRelease => "free-release",
             Point::ExitRelease => "exit-release",
+            Point::RemovalWalk => "removal-walk",
+            Point::PageDrop => "page-drop",
+            Point::CreateScrub => "create-scrub",
         }
     }
 }

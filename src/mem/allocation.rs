@@ -207,6 +207,7 @@ impl Allocation {
         // failure below, dropping `backing` returns the chunks.
         backing.scrub()?;
         if opts.p2pdma {
+            crate::testhook::delay(crate::testhook::Point::CreateScrub);
             backing.take_pages()?;
         }
         let span = VA.lock().alloc(size).map_err(|e| match e {
@@ -349,6 +350,7 @@ impl Allocation {
         // Struct pages: nvrs lets go of them and waits for the block layer to do the same (no
         // user mapping is left to take them again).
         if self.backing.p2pdma {
+            crate::testhook::delay(crate::testhook::Point::PageDrop);
             self.backing.drop_pages();
             self.state.lock().dropping = false;
         }

@@ -190,7 +190,7 @@ pub(crate) fn tomb_node() -> Option<TombNode> {
 pub(crate) fn bury(node: TombNode, key: usize, va: u64) {
     let (evicted, replaced) = {
         let mut tombs = TOMBS.lock();
-        let full = tombs.count >= TOMBS_MAX;
+        let full = tombs.count >= crate::tombs_max();
         let count = tombs.count;
         let Some(tree) = tombs.tree.as_mut() else {
             return;

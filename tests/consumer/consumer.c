@@ -23,6 +23,16 @@
  *   status S               slot state and how often its callback fired
  *   slowpin S VA LEN MS    pin whose free callback sleeps MS ms (as a NIC
  *                          driver quiescing its queues would)
+ *   nvpin S VA LEN         pin as NVIDIA's own consumers do: the free
+ *                          callback frees the table
+ *                          (nvidia_p2p_free_page_table) and the consumer
+ *                          never puts it. The other pins' callbacks leave
+ *                          the table to a later put (putold, stalekeep)
+ *   pinmany VA LEN N       N more pins of [VA, VA + LEN) outside the slots
+ *                          (at most 1024 in all), each with a callback that
+ *                          counts and blocks as the slots' do (cbblock)
+ *   putmany                put the pins of pinmany that were not revoked;
+ *                          "putmany put P revoked R"
  *   incb S                 whether S's free callback is running right now
  *   cbctx S                where S's last free callback ran: in an exiting
  *                          task (its mm's teardown, the MMU notifier's SRCU
@@ -142,6 +152,7 @@ struct slot {
 	u64 va, len;
 	bool persistent;
 	bool live;			/* pinned and not revoked or put */
+	bool nv_protocol;		/* nvpin: the callback frees the table */
 	bool put_done;			/* put by the consumer since the last pin */
 	atomic_t callbacks;
 	atomic_t in_callback;
@@ -220,7 +231,72 @@ static void free_callback(void *data)
 	atomic_inc(&s->callbacks);
 	atomic64_inc(&total_callbacks);
 	WRITE_ONCE(s->live, false);
-	nvidia_p2p_free_page_table(READ_ONCE(s->pt));
+	/* NVIDIA's protocol: the table is the callback's to free, and never put. */
+	if (s->nv_protocol)
+		nvidia_p2p_free_page_table(READ_ONCE(s->pt));
+}
+
+/*
+ * pinmany: many pins of one range, for the removal tests (more blocked
+ * callbacks than a work queue runs at once).
+ */
+#define MANY_MAX		1024
+
+static struct {
+	struct nvidia_p2p_page_table *pt[MANY_MAX];
+	u64 va;
+	unsigned int n;
+	atomic_t revoked[MANY_MAX];
+} many;
+
+static void many_callback(void *data)
+{
+	unsigned int i = (uintptr_t)data;
+
+	if (atomic_read(&cb_block))
+		wait_for_completion(&cb_release);
+	atomic_set(&many.revoked[i], 1);
+	atomic64_inc(&total_callbacks);
+}
+
+static int cmd_pinmany(u64 va, u64 len, u64 n)
+{
+	unsigned int i;
+	int ret;
+
+	if (!n || n > MANY_MAX - many.n || (many.n && va != many.va))
+		return -EINVAL;
+	many.va = va;
+	for (i = 0; i < n; i++) {
+		unsigned int k = many.n;
+
+		atomic_set(&many.revoked[k], 0);
+		ret = nvidia_p2p_get_pages(0, 0, va, len, &many.pt[k],
+					   many_callback, (void *)(uintptr_t)k);
+		if (ret)
+			return ret;
+		many.n++;
+	}
+	reply("pinmany %u\n", many.n);
+	return 0;
+}
+
+static int cmd_putmany(void)
+{
+	unsigned int i, put = 0, revoked = 0;
+
+	for (i = 0; i < many.n; i++) {
+		if (atomic_read(&many.revoked[i])) {
+			revoked++;
+			continue;
+		}
+		/* A revocation in flight is waited for; the put then returns 0. */
+		if (!nvidia_p2p_put_pages(0, 0, many.va, many.pt[i]))
+			put++;
+	}
+	reply("putmany put %u revoked %u\n", put, revoked);
+	many.n = 0;
+	return 0;
 }
 
 /* One edu DMA of @count bytes (at most EDU_BUF_SIZE); @to_ram: edu -> bus. */
@@ -1312,6 +1388,10 @@ static int run_cmd(char *line)
 		complete_all(&cb_release);
 		return 0;
 	}
+	if (!strcmp(argv[0], "pinmany") && argc == 4)
+		return cmd_pinmany(a, b, c);
+	if (!strcmp(argv[0], "putmany") && argc == 1)
+		return cmd_putmany();
 	if (!strcmp(argv[0], "early")) {
 		reply("early %lld\n", atomic64_read(&early_callbacks));
 		return 0;
@@ -1343,6 +1423,12 @@ static int run_cmd(char *line)
 		return -EINVAL;
 	if (!strcmp(argv[0], "pin") && argc == 4 && b && c) {
 		s->cb_delay_ms = 0;
+		s->nv_protocol = false;
+		return cmd_pin(s, b, c, false, 0);
+	}
+	if (!strcmp(argv[0], "nvpin") && argc == 4 && b && c) {
+		s->cb_delay_ms = 0;
+		s->nv_protocol = true;
 		return cmd_pin(s, b, c, false, 0);
 	}
 	if (!strcmp(argv[0], "slowpin") && argc == 5 && b && c) {
@@ -1351,6 +1437,7 @@ static int run_cmd(char *line)
 		if (kstrtou64(argv[4], 0, &ms) || ms > 10000)
 			return -EINVAL;
 		s->cb_delay_ms = ms;
+		s->nv_protocol = false;
 		return cmd_pin(s, b, c, false, 0);
 	}
 	if (!strcmp(argv[0], "incb")) {
@@ -1509,6 +1596,7 @@ static void edu_remove(struct pci_dev *pdev)
 		if (READ_ONCE(con->slots[i].live) || con->slots[i].peer)
 			cmd_put(&con->slots[i]);
 	cmd_staledrop();
+	cmd_putmany();
 	mutex_unlock(&con->lock);
 	for (i = 0; i < NSLOTS; i++)
 		cmd_soakput(&con->slots[i]);

@@ -40,4 +40,27 @@ check "no pins left" grep -qx "pins: 0" $D/p2p
 
 check "rmmod consumer" rmmod nvrs_consumer
 check "rmmod nvrs" rmmod nvrs
+
+# Tombs are bounded (here to 16, test_tombs_max), and consumers that follow
+# NVIDIA's protocol (the free callback frees the table, nothing puts it) must
+# not use them up: nvidia_p2p_free_page_table() ends a revoked pin's tomb.
+# Otherwise the set fills for good and each revocation evicts a tomb that is
+# still wanted, here the kept table of a consumer that puts late, whose
+# address then comes back in the ring once 8192 more tables ended after it.
+check "insmod nvrs (16 tombs at most)" insmod $M/nvrs.ko emulated=1 peer_device=0x123411e8 \
+	va_space_mib=2 test_tombs_max=16
+check "insmod consumer" insmod $M/nvrs_consumer.ko
+FLOOD=$((16 + 8192 + 100))
+tool "a kept revoked table, then $FLOOD pins revoked from NVIDIA-protocol consumers" \
+	alloc A 0 2M \; ctl pin 1 @A 0x10000 \; ctl keep 1 \; free A \; ctl status 1 \; \
+	tombflood 0 2M $FLOOD 2 \; alloc A 0 2M \; ctl stalewrap 1 @A 0x10000 $N \; free A
+check "  the kept pin's revocation fired its callback" \
+	grep -q "^slot 1 pinned 0 mapped 0 persistent 0 callbacks 1$" /tmp/tool.out
+check "  every pin of the flood was revoked" grep -qx "tombflood $FLOOD revoked" /tmp/tool.out
+check "  no new pin got the kept table; the stale calls left the newest pin alone" \
+	grep -qE "^stalewrap pins $N same_table 0 stale_map -22 stale_put 0 newest_map 0 callbacks 0$" \
+	/tmp/tool.out
+check "no pins left" grep -qx "pins: 0" $D/p2p
+check "rmmod consumer" rmmod nvrs_consumer
+check "rmmod nvrs" rmmod nvrs
 done_testing

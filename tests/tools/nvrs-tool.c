@@ -33,6 +33,20 @@
  *   bgfree SLOT [MS]           free SLOT in a background thread (join waits),
  *                              after sleeping MS ms if given
  *   join                       wait for the background thread
+ *   bgalloc SLOT GPU SIZE [FLAGS...]
+ *                              alloc (as the alloc command) in a background
+ *                              thread; join waits and returns its result
+ *   bgclose                    close /dev/nvrs in a background thread (the
+ *                              last close releases every allocation; join
+ *                              waits); later commands open it again
+ *   tombflood GPU SIZE N S     N x (allocate SIZE, the consumer pins its first
+ *                              64 KiB into slot S with NVIDIA's protocol
+ *                              (nvpin: the free callback frees the table, no
+ *                              put follows), free it: the pin is revoked)
+ *   forkread SLOT              map all of SLOT, write a word, ask for the
+ *                              mapping to be inherited (MADV_DOFORK), fork;
+ *                              the child reads the word: "forkread dofork R
+ *                              child signal N" or "... child read 0xVALUE"
  *   forkhold MS                fork a child that keeps the inherited file
  *                              for MS ms, then exits; do not wait for it
  *                              (its pid goes to /tmp/forkhold.pid)
@@ -550,6 +564,96 @@ static int use_after_free(int s)
 
 static pthread_t bg_thread;
 static int bg_running, bg_result, bg_delay_ms;
+
+static struct nvrs_alloc bg_alloc_req;
+static int bg_alloc_slot;
+
+static void *bg_alloc(void *arg)
+{
+	(void)arg;
+	if (ioctl(fd, NVRS_IOCTL_ALLOC, &bg_alloc_req)) {
+		bg_result = -errno;
+		return NULL;
+	}
+	slot_va[bg_alloc_slot] = bg_alloc_req.va;
+	slot_size[bg_alloc_slot] = bg_alloc_req.size;
+	printf("bgalloc %c va 0x%llx size %llu\n", 'A' + bg_alloc_slot,
+	       (unsigned long long)bg_alloc_req.va,
+	       (unsigned long long)bg_alloc_req.size);
+	bg_result = 0;
+	return NULL;
+}
+
+static void *bg_close(void *arg)
+{
+	int f = *(int *)arg;
+
+	bg_result = close(f) ? -errno : 0;
+	return NULL;
+}
+
+/*
+ * tombflood: N pins revoked as NVIDIA's driver revokes them, on consumers
+ * that follow its protocol: the free callback frees the table and nothing
+ * puts it later.
+ */
+static int tomb_flood(int gpu, uint64_t size, int n, int s)
+{
+	char va[32], sl[8], *words[] = { "nvpin", sl, va, "0x10000" };
+	int i, ret;
+
+	snprintf(sl, sizeof(sl), "%d", s);
+	for (i = 0; i < n; i++) {
+		struct nvrs_alloc a = { .gpu = gpu, .size = size };
+		struct nvrs_free f;
+
+		if (ioctl(fd, NVRS_IOCTL_ALLOC, &a))
+			return -errno;
+		snprintf(va, sizeof(va), "0x%llx", (unsigned long long)a.va);
+		ret = do_ctl_at(CTL, words, 4);
+		f.va = a.va;
+		if (ioctl(fd, NVRS_IOCTL_FREE, &f))
+			return -errno;
+		if (ret)
+			return ret;
+	}
+	printf("tombflood %d revoked\n", n);
+	return 0;
+}
+
+/*
+ * forkread: a mapping the owner asked to be inherited must not give a child
+ * the memory (the child gets no VA space of its own, and the allocation is
+ * not its): the child's read must fault, never return data.
+ */
+static int fork_read(int s)
+{
+	volatile uint32_t *p;
+	int dofork, status;
+	pid_t pid;
+
+	p = mmap(NULL, slot_size[s], PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		 slot_va[s]);
+	if (p == MAP_FAILED)
+		return -errno;
+	p[0] = 0x5eed1234;
+	dofork = madvise((void *)p, slot_size[s], MADV_DOFORK) ? -errno : 0;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0)
+		_exit(p[0] == 0x5eed1234 ? 3 : 4);
+	if (waitpid(pid, &status, 0) < 0)
+		return -errno;
+	if (WIFSIGNALED(status))
+		printf("forkread dofork %d child signal %d\n", dofork,
+		       WTERMSIG(status));
+	else
+		printf("forkread dofork %d child read %s\n", dofork,
+		       WEXITSTATUS(status) == 3 ? "data" : "other");
+	munmap((void *)p, slot_size[s]);
+	return 0;
+}
 
 static void *bg_free(void *arg)
 {
@@ -1950,6 +2054,30 @@ static int run(int argc, char **argv)
 		bg_delay_ms = argc == 3 ? atoi(argv[2]) : 0;
 		bg_running = 1;
 		pthread_create(&bg_thread, NULL, bg_free, &va);
+	} else if (!strcmp(cmd, "bgalloc") && argc >= 4) {
+		int i;
+
+		bg_alloc_slot = slot(argv[1]);
+		bg_alloc_req = (struct nvrs_alloc){
+			.gpu = atoi(argv[2]), .size = parse_size(argv[3]),
+		};
+		for (i = 4; i < argc; i++)
+			bg_alloc_req.flags |= !strcmp(argv[i], "p2pdma") ?
+				NVRS_ALLOC_P2PDMA : strtoul(argv[i], NULL, 0);
+		bg_running = 1;
+		pthread_create(&bg_thread, NULL, bg_alloc, NULL);
+	} else if (!strcmp(cmd, "bgclose") && argc == 1) {
+		static int f;
+
+		f = fd;
+		fd = -1;
+		bg_running = 1;
+		pthread_create(&bg_thread, NULL, bg_close, &f);
+	} else if (!strcmp(cmd, "tombflood") && argc == 5) {
+		return tomb_flood(atoi(argv[1]), parse_size(argv[2]), atoi(argv[3]),
+				  atoi(argv[4]));
+	} else if (!strcmp(cmd, "forkread") && argc == 2) {
+		return fork_read(slot(argv[1]));
 	} else if (!strcmp(cmd, "join") && argc == 1) {
 		if (bg_running)
 			pthread_join(bg_thread, NULL);
