@@ -248,13 +248,16 @@ fi
 # (NVRS_TESTING: fault controls, delay points, their parameters and
 # rust/faults.o) is in it. Each check also needs what must be there, so that
 # it cannot pass on a missing module or build tree.
-DKMS_BUILD=$OUT/dkms-tree/nvrs/$DKMS_V/build
 mp=0
 mf=0
 meta "production build: modinfo has its parameters (emulated) and no test_* or fault_* one" \
 	'modinfo -F parm "$DKMS_KO" | grep -q "^emulated:" && ! modinfo -F parm "$DKMS_KO" | grep -qE "^(test_|fault_)"'
-meta "production build: rust/p2pdma.o built, rust/faults.o not" \
-	'[ -e "$DKMS_BUILD/rust/p2pdma.o" ] && [ ! -e "$DKMS_BUILD/rust/faults.o" ]'
+# dkms cleans its build area after the build, so the module itself is read:
+# rust/p2pdma.o's entry point is in it and rust/faults.o's are not.
+meta "production build: rust/p2pdma.o linked in, rust/faults.o not" \
+	'nm "$DKMS_KO" | grep -q " T nvrs_p2pdma_register$" && ! nm "$DKMS_KO" | grep -qE " T (nvrs_ticker_new|nvrs_pci_surprise_remove)$"'
+meta "test build: rust/faults.o linked in" \
+	'nm "$ko" | grep -q " T nvrs_ticker_new$"'
 meta "test build: modinfo has the test parameters" \
 	'modinfo -F parm "$ko" | grep -q "^test_delay_ms:" && modinfo -F parm "$ko" | grep -q "^fault_revoke_every_ms:"'
 record "production build" "$mp" "$mf"
