@@ -315,8 +315,9 @@ int nvidia_p2p_destroy_mapping(uint64_t p2p_token);
  * pinned (its owner frees it, or the GPU is removed), nvrs calls
  * @free_callback(@data) once, in process context, where it may sleep, and
  * with no nvrs lock held. The callback must stop all DMA and CPU access to
- * the pages before it returns; it may call nvidia_p2p_free_page_table() and
- * nvidia_p2p_free_dma_mapping(), which do nothing. A portable consumer does
+ * the pages before it returns; it may call nvidia_p2p_free_page_table()
+ * (which ends the table's reservation, see there) and
+ * nvidia_p2p_free_dma_mapping() (which does nothing). A portable consumer does
  * not call nvidia_p2p_put_pages() or nvidia_p2p_dma_unmap_pages() from the
  * callback (NVIDIA's driver fails them there). After the callback returns,
  * nvrs itself unmaps and frees every DMA mapping of the table and frees the
@@ -463,13 +464,17 @@ int nvidia_p2p_put_pages_persistent(uint64_t virtual_address,
 				    uint32_t flags);
 
 /**
- * nvidia_p2p_free_page_table() - does nothing
- * @page_table: ignored
+ * nvidia_p2p_free_page_table() - a revoked pin's consumer is done with its table
+ * @page_table: the table of a pin whose free callback fired (NULL, a live
+ *              pin's or an unknown pointer: nothing happens)
  *
- * Kept for free callbacks written for NVIDIA's driver; nvrs frees page
- * tables itself.
+ * NVIDIA's protocol has the free callback free the table, and such a
+ * consumer never puts the pin: this ends the table's reservation (the
+ * tombstone that keeps its address from any newer pin), as a put of the
+ * revoked pin would. nvrs frees the table itself, later. The pointer is only
+ * compared, never read.
  *
- * Context: any context, including a free callback.
+ * Context: process context (a free callback is); does not sleep.
  * Return: 0 always.
  */
 int nvidia_p2p_free_page_table(struct nvidia_p2p_page_table *page_table);

@@ -145,7 +145,7 @@ fn put(va: u64, table: *mut abi::PageTable, persistent: bool) -> Result {
             return Err(EINVAL);
         }
         // The normal end of a revoked pin: its tomb goes.
-        quarantine::unbury(table as usize, va);
+        quarantine::unbury(table as usize, Some(va));
         Ok(())
     };
     let Some(pin) = pin::lookup(table as usize) else {
@@ -332,15 +332,24 @@ pub(crate) unsafe extern "C" fn nvidia_p2p_dma_unmap_pages(
     ret(dma_unmap(peer, page_table, dma_mapping))
 }
 
-/// `nvidia_p2p_free_page_table()`: nvrs frees tables itself; a no-op for API compatibility.
+/// `nvidia_p2p_free_page_table()`: a revoked pin's consumer is done with its table.
+///
+/// NVIDIA's protocol has the free callback free the table, and such a consumer never puts the
+/// pin; so this ends the table's tomb ([`crate::p2p::quarantine`]), as a put of the revoked pin
+/// would. nvrs frees the table itself, later, through the quarantine. A table that is not a
+/// revoked pin's (a live pin's, a null or unknown pointer) is left as it is. Always 0, as in
+/// NVIDIA's driver.
 ///
 /// # Safety
 ///
-/// None: the pointer is not used.
+/// None: the pointer is only compared with the tombs' keys, never read.
 #[no_mangle]
 pub(crate) unsafe extern "C" fn nvidia_p2p_free_page_table(
-    _page_table: *mut abi::PageTable,
+    page_table: *mut abi::PageTable,
 ) -> c_int {
+    if !page_table.is_null() {
+        quarantine::unbury(page_table as usize, None);
+    }
     0
 }
 

@@ -34,20 +34,20 @@
 //!
 //! # Persistent and non-persistent pins
 //!
-//! A *non-persistent* pin (`nvidia_p2p_get_pages()`) comes with a mandatory `free_callback`: if
-//! the memory goes away while pinned (its owner frees it, or the GPU is removed), nvrs revokes
-//! the pin. It calls `free_callback(data)` once, in process context, where it may sleep, holding
-//! no nvrs lock; the consumer quiesces every DMA and CPU access before returning and may call the
-//! no-op `nvidia_p2p_free_page_table()` / `nvidia_p2p_free_dma_mapping()`. Then nvrs unmaps and
-//! frees every DMA mapping of the table and frees the table. The consumer's pointers are stale
-//! from then on, and nvrs treats the pointers it is later given (`nvidia_p2p_put_pages()`,
-//! `nvidia_p2p_dma_unmap_pages()`) purely as lookup keys: a stale one is not found, and the call
-//! returns 0. Table and mapping memory is quarantined after use ([`quarantine`]), so a stale
-//! pointer does not name a newer pin or mapping either: a revoked pin's table stays reserved
-//! (a tombstone, up to [`quarantine::TOMBS_MAX`]) until its consumer puts it, however many pins
-//! end meanwhile, and `nvidia_p2p_dma_map_pages()` on it returns `-EINVAL`. A pointer used after
-//! the consumer's *own* put (a double put) is only protected for [`quarantine::CAPACITY`] table
-//! ends.
+//! A *non-persistent* pin (`nvidia_p2p_get_pages()`) comes with a mandatory `free_callback`: if the
+//! memory goes away while pinned (its owner frees it, or the GPU is removed), nvrs revokes the pin.
+//! It calls `free_callback(data)` once, in process context, where it may sleep, holding no nvrs
+//! lock; the consumer quiesces every DMA and CPU access before returning and may call
+//! `nvidia_p2p_free_page_table()` (which ends the table's tombstone, below) and the no-op
+//! `nvidia_p2p_free_dma_mapping()`. Then nvrs unmaps and frees every DMA mapping of the table and
+//! frees the table. The consumer's pointers are stale from then on, and nvrs treats the pointers it
+//! is later given (`nvidia_p2p_put_pages()`, `nvidia_p2p_dma_unmap_pages()`) purely as lookup keys:
+//! a stale one is not found, and the call returns 0. Table and mapping memory is quarantined after
+//! use ([`quarantine`]), so a stale pointer does not name a newer pin or mapping either: a revoked
+//! pin's table stays reserved (a tombstone, up to [`quarantine::TOMBS_MAX`], the oldest ending
+//! first) until its consumer puts it or frees the table, however many pins end meanwhile, and
+//! `nvidia_p2p_dma_map_pages()` on it returns `-EINVAL`. A pointer used after the consumer's *own*
+//! put (a double put) is only protected for [`quarantine::CAPACITY`] table ends.
 //!
 //! `p2p_token` and `va_space` (NVIDIA's CUDA-context handles for the pre-2.0 token interface)
 //! are accepted and ignored: the VA space is always the calling process's.

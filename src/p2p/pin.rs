@@ -494,6 +494,7 @@ pub(crate) fn render(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     writeln!(f, "pins: {}", reg.all().count())?;
     writeln!(f, "revoked: {}", REVOKED.load(Relaxed))?;
     writeln!(f, "retired: {retired:#x}")?;
+    writeln!(f, "tombs: {}", crate::p2p::quarantine::tomb_count())?;
     for p in reg.all() {
         let maps = p.dma.lock();
         let runs: usize = maps.iter().map(|m| m.run_count()).sum();

@@ -22,12 +22,16 @@
 //! parked after a revoked pin's, its address is the next pin's, and the consumer that kept it
 //! (the protocol's normal stale use: free callback fired, `put_pages(va, table)` later) would
 //! put or map another owner's pin. So a *revoked* pin's table is kept as a [`Tomb`] (block
-//! cleared, plus the pin's VA) until its consumer puts it ([`unbury`]: the block then goes to
-//! the ring); while the tomb exists no pin can get that address. Tombs are bounded by
-//! [`TOMBS_MAX`]; beyond it the tomb with the lowest address goes to the ring. A revocation
+//! cleared, plus the pin's VA) until its consumer ends it, and while the tomb exists no pin can
+//! get that address. Either end of the protocol ends it ([`unbury`]; the block then goes to the
+//! ring): `nvidia_p2p_put_pages(va, table)`, or `nvidia_p2p_free_page_table(table)`, which
+//! NVIDIA's protocol has a consumer call from its free callback instead of a put, so that those
+//! consumers' tombs go away too. Tombs are bounded by [`TOMBS_MAX`] (memory: under 250 bytes
+//! each); beyond it the *oldest* tomb goes to the ring, so the most recent revocations, the
+//! ones whose consumers are most likely still to call, stay protected longest. A revocation
 //! whose tomb node cannot be allocated (allocated with no lock held) falls back to the ring,
 //! and so does a consumer's put racing the revocation itself (it finds the live pin, the tomb
-//! stays until the cap evicts it).
+//! stays until the consumer frees the table or the cap evicts it).
 //!
 //! Residual: a consumer that uses a pointer after its *own* put (a double put, a protocol
 //! violation) is only protected for [`CAPACITY`] table ends, as before.
@@ -44,6 +48,7 @@ use kernel::{
     prelude::*,
     rbtree::{
         RBTree,
+        RBTreeNode,
         RBTreeNodeReservation, //
     },
     sync::atomic::{
@@ -71,13 +76,15 @@ pub(crate) enum Parked {
 // from any thread.
 unsafe impl Send for Parked {}
 
-/// The most tombs kept (a node and a block, under 200 bytes each).
+/// The most tombs kept (two nodes and a block, under 250 bytes each).
 pub(crate) const TOMBS_MAX: usize = 65536;
 
-/// A revoked pin's table, reserved until its consumer puts it.
+/// A revoked pin's table, reserved until its consumer puts or frees it.
 pub(crate) struct Tomb {
     /// The pin's VA: a put must name it too.
     va: u64,
+    /// When it was made, in [`Tombs::seq`] order: its key in [`TombTrees::by_age`].
+    seq: u64,
     /// The cleared block, once the revoked pin has let it go.
     block: Option<KBox<TableBlock>>,
 }
@@ -86,20 +93,56 @@ pub(crate) struct Tomb {
 // freed or parked, from any thread.
 unsafe impl Send for Tomb {}
 
-/// A tomb's registry node, allocated with no lock held.
-pub(crate) type TombNode = RBTreeNodeReservation<usize, Tomb>;
+/// A tomb's registry nodes, allocated with no lock held.
+pub(crate) struct TombNode {
+    by_key: RBTreeNodeReservation<usize, Tomb>,
+    by_age: RBTreeNodeReservation<u64, usize>,
+}
 
-/// The tombs, by table address.
+/// A tomb taken out of the registry, with both its nodes: dropped (or its block parked) once
+/// [`TOMBS`] is released.
+type Unburied = (RBTreeNode<usize, Tomb>, Option<RBTreeNode<u64, usize>>);
+
+/// The tombs, by table address and by age.
+pub(crate) struct TombTrees {
+    by_key: RBTree<usize, Tomb>,
+    /// Table address by [`Tomb::seq`]: the first is the oldest, evicted when the set is full.
+    by_age: RBTree<u64, usize>,
+}
+
+impl TombTrees {
+    /// Takes the tomb at `key` out of both trees, if there is one and `take(tomb)` holds.
+    fn remove_if(&mut self, key: usize, take: impl FnOnce(&Tomb) -> bool) -> Option<Unburied> {
+        let seq = self.by_key.get(&key).filter(|t| take(t))?.seq;
+        let node = self.by_key.remove_node(&key)?;
+        Some((node, self.by_age.remove_node(&seq)))
+    }
+
+    /// Takes the oldest tomb out of both trees.
+    fn remove_oldest(&mut self) -> Option<Unburied> {
+        let key = *self.by_age.cursor_front()?.current().1;
+        self.remove_if(key, |_| true)
+    }
+}
+
+/// The tomb registry.
 pub(crate) struct Tombs {
     /// `None` before module init and after module exit.
-    tree: Option<RBTree<usize, Tomb>>,
+    trees: Option<TombTrees>,
+    /// How many tombs the trees hold.
     count: usize,
+    /// The next tomb's [`Tomb::seq`].
+    seq: u64,
 }
 
 kernel::sync::global_lock! {
     // SAFETY: `init` calls `init` from the module initialiser, before any pin can exist.
-    // A spinlock: nothing is freed or allocated under it.
-    pub(crate) unsafe(uninit) static TOMBS: SpinLock<Tombs> = Tombs { tree: None, count: 0 };
+    // A spinlock: nothing is freed or allocated under it (removed nodes are dropped after).
+    pub(crate) unsafe(uninit) static TOMBS: SpinLock<Tombs> = Tombs {
+        trees: None,
+        count: 0,
+        seq: 0,
+    };
 }
 
 /// How many [`Spare`]s are kept: enough for the pins a few threads end and start again at
@@ -139,7 +182,10 @@ pub(crate) fn init() -> Result {
     unsafe { RING.init() };
     // SAFETY: As above, for `TOMBS`.
     unsafe { TOMBS.init() };
-    TOMBS.lock().tree = Some(RBTree::new());
+    TOMBS.lock().trees = Some(TombTrees {
+        by_key: RBTree::new(),
+        by_age: RBTree::new(),
+    });
     let mut slots = KVec::with_capacity(CAPACITY, GFP_KERNEL)?;
     let mut maps = KVec::with_capacity(CAPACITY, GFP_KERNEL)?;
     for _ in 0..CAPACITY {
@@ -159,7 +205,7 @@ pub(crate) fn init() -> Result {
 
 /// Frees every parked object and spare at module exit.
 pub(crate) fn fini() {
-    let tombs = TOMBS.lock().tree.take();
+    let tombs = TOMBS.lock().trees.take();
     drop(tombs);
     let (slots, maps, spares) = {
         let mut ring = RING.lock();
@@ -180,62 +226,86 @@ pub(crate) fn fini() {
 /// saw the pin's state change), so a block that has one never reads zero here.
 static TOMB_COUNT: Atomic<usize> = Atomic::new(0);
 
-/// A node for [`bury`], allocated (with no lock held); `None` if that fails.
+/// Nodes for [`bury`], allocated (with no lock held); `None` if that fails.
 pub(crate) fn tomb_node() -> Option<TombNode> {
-    TombNode::new(GFP_KERNEL).ok()
+    Some(TombNode {
+        by_key: RBTreeNodeReservation::new(GFP_KERNEL).ok()?,
+        by_age: RBTreeNodeReservation::new(GFP_KERNEL).ok()?,
+    })
+}
+
+/// Ends tombs taken out of the registry, with [`TOMBS`] released: their nodes are freed and
+/// their blocks, if the revoked pins had let them go, go to the ring.
+fn end_tombs(tombs: impl IntoIterator<Item = Option<Unburied>>) {
+    for (node, age) in tombs.into_iter().flatten() {
+        drop(age);
+        let (_, tomb) = node.to_key_value();
+        if let Some(b) = tomb.block {
+            park(Parked::Table(b));
+        }
+    }
 }
 
 /// Reserves the table at `key` of a pin being revoked, with VA `va`, as a tomb: its block is
-/// kept there when the pin lets it go. Never allocates.
+/// kept there when the pin lets it go. If [`crate::tombs_max`] tombs exist, the oldest ends.
+/// Never allocates.
 pub(crate) fn bury(node: TombNode, key: usize, va: u64) {
     let (evicted, replaced) = {
-        let mut tombs = TOMBS.lock();
-        let full = tombs.count >= crate::tombs_max();
-        let count = tombs.count;
-        let Some(tree) = tombs.tree.as_mut() else {
+        let mut guard = TOMBS.lock();
+        let tombs = &mut *guard;
+        let Some(trees) = tombs.trees.as_mut() else {
             return;
         };
-        let evicted = if full {
-            let first = tree.iter().next().map(|(k, _)| *k);
-            first.and_then(|k| tree.remove(&k))
+        // A live pin's table has no tomb; one left by an earlier revocation would be stale.
+        let replaced = trees.remove_if(key, |_| true);
+        let count = tombs.count - usize::from(replaced.is_some());
+        let evicted = if count >= crate::tombs_max() {
+            trees.remove_oldest()
         } else {
             None
         };
-        let replaced = tree.insert(node.into_node(key, Tomb { va, block: None }));
-        let count = count + usize::from(evicted.is_none() && replaced.is_none());
-        tombs.count = count;
-        TOMB_COUNT.store(count, Release);
+        let seq = tombs.seq;
+        tombs.seq += 1;
+        trees.by_age.insert(node.by_age.into_node(seq, key));
+        trees.by_key.insert(node.by_key.into_node(
+            key,
+            Tomb {
+                va,
+                seq,
+                block: None,
+            },
+        ));
+        tombs.count = count + 1 - usize::from(evicted.is_some());
+        TOMB_COUNT.store(tombs.count, Release);
         (evicted, replaced)
     };
-    // Outside the lock: an evicted tomb's block goes to the ring.
-    if let Some(b) = evicted.and_then(|t| t.block) {
-        park(Parked::Table(b));
-    }
-    drop(replaced);
+    end_tombs([evicted, replaced]);
 }
 
-/// Ends the tomb at `key` if its VA is `va` (the consumer put the revoked pin): its block goes
-/// to the ring. Whether there was one.
-pub(crate) fn unbury(key: usize, va: u64) -> bool {
+/// Ends the tomb at `key`, if there is one and, with `va` given, its VA is `va`: a consumer
+/// put the revoked pin (`Some`) or freed its table (`None`). Its block goes to the ring.
+/// Whether there was one.
+pub(crate) fn unbury(key: usize, va: Option<u64>) -> bool {
     let tomb = {
         let mut tombs = TOMBS.lock();
-        let found = tombs
-            .tree
-            .as_ref()
-            .and_then(|t| t.get(&key))
-            .is_some_and(|t| t.va == va);
-        if !found {
-            return false;
+        let tomb = tombs
+            .trees
+            .as_mut()
+            .and_then(|t| t.remove_if(key, |t| va.is_none_or(|va| t.va == va)));
+        if tomb.is_some() {
+            tombs.count -= 1;
+            TOMB_COUNT.store(tombs.count, Release);
         }
-        let t = tombs.tree.as_mut().and_then(|t| t.remove(&key));
-        tombs.count = tombs.count.saturating_sub(1);
-        TOMB_COUNT.store(tombs.count, Release);
-        t
+        tomb
     };
-    if let Some(b) = tomb.and_then(|t| t.block) {
-        park(Parked::Table(b));
-    }
-    true
+    let found = tomb.is_some();
+    end_tombs([tomb]);
+    found
+}
+
+/// How many tombs exist.
+pub(crate) fn tomb_count() -> usize {
+    TOMB_COUNT.load(Acquire)
 }
 
 /// Gives a cleared table block to its tomb, if it has one; otherwise hands it back.
@@ -248,7 +318,7 @@ fn to_tomb(p: Parked) -> Option<Parked> {
     }
     let key = core::ptr::from_ref(&b.table) as usize;
     let mut tombs = TOMBS.lock();
-    match tombs.tree.as_mut().and_then(|t| t.get_mut(&key)) {
+    match tombs.trees.as_mut().and_then(|t| t.by_key.get_mut(&key)) {
         Some(t) if t.block.is_none() => {
             t.block = Some(b);
             None

@@ -53,10 +53,13 @@ check "insmod consumer" insmod $M/nvrs_consumer.ko
 FLOOD=$((16 + 8192 + 100))
 tool "a kept revoked table, then $FLOOD pins revoked from NVIDIA-protocol consumers" \
 	alloc A 0 2M \; ctl pin 1 @A 0x10000 \; ctl keep 1 \; free A \; ctl status 1 \; \
-	tombflood 0 2M $FLOOD 2 \; alloc A 0 2M \; ctl stalewrap 1 @A 0x10000 $N \; free A
+	tombflood 0 2M $FLOOD 2
 check "  the kept pin's revocation fired its callback" \
 	grep -q "^slot 1 pinned 0 mapped 0 persistent 0 callbacks 1$" /tmp/tool.out
 check "  every pin of the flood was revoked" grep -qx "tombflood $FLOOD revoked" /tmp/tool.out
+check "  only the kept pin's tomb is left (the flood's tables were freed)" grep -qx "tombs: 1" $D/p2p
+tool "stale calls with the kept table after the flood" \
+	alloc A 0 2M \; ctl stalewrap 1 @A 0x10000 $N \; free A
 check "  no new pin got the kept table; the stale calls left the newest pin alone" \
 	grep -qE "^stalewrap pins $N same_table 0 stale_map -22 stale_put 0 newest_map 0 callbacks 0$" \
 	/tmp/tool.out
