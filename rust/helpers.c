@@ -578,28 +578,40 @@ struct nvrs_mm_watch {
 };
 
 /*
- * The work queue of teardown that runs consumer free callbacks: the VA spaces
- * of exited processes (the MMU notifier's release runs inside its SRCU read
- * section, so it only queues the teardown, callbacks and scrubbing, here) and
- * the revocation of pins by GPU removal (one work item per pin, so a callback
- * that blocks holds up its own pin only). Unbound, so items run concurrently;
- * module exit destroys it (which drains it).
+ * The work queues that run consumer free callbacks, both unbound (items run
+ * concurrently); module exit destroys them (which drains them), the exit
+ * queue first, whose items may wait for revocations.
+ *
+ * nvrs_exit: the teardown of the VA spaces of exited processes (the MMU
+ * notifier's release runs inside its SRCU read section, so it only queues the
+ * teardown, callbacks and scrubbing, here), the fault controls' timer and
+ * surprise removal.
+ *
+ * nvrs_revoke: the revocation of pins by GPU removal and by the fault
+ * controls, one work item per pin, so a callback that blocks holds up its own
+ * pin only. A queue runs a bounded number of items at once (max_active), and
+ * blocked callbacks keep their workers: on a queue of their own they can hold
+ * up only other revocations, never a process's exit.
  */
-static struct workqueue_struct *nvrs_wq;
+static struct workqueue_struct *nvrs_wq, *nvrs_revoke_wq;
 
 /**
- * nvrs_wq_init() - create the teardown work queue (module init)
+ * nvrs_wq_init() - create the work queues (module init)
  *
- * Return: the queue, or NULL without memory.
+ * Return: 0, or -ENOMEM (then neither exists).
  */
-struct workqueue_struct *nvrs_wq_init(void)
+int nvrs_wq_init(void)
 {
 	nvrs_wq = alloc_workqueue("nvrs_exit", WQ_UNBOUND, 0);
-	return nvrs_wq;
+	nvrs_revoke_wq = alloc_workqueue("nvrs_revoke", WQ_UNBOUND, 0);
+	if (nvrs_wq && nvrs_revoke_wq)
+		return 0;
+	nvrs_wq_fini();
+	return -ENOMEM;
 }
 
 /**
- * nvrs_wq_get() - the teardown work queue
+ * nvrs_wq_get() - the exit work queue
  *
  * Return: the queue (NULL before module init made it).
  */
@@ -609,13 +621,26 @@ struct workqueue_struct *nvrs_wq_get(void)
 }
 
 /**
- * nvrs_wq_fini() - drain and destroy the work queue (module exit)
+ * nvrs_revoke_wq_get() - the revocation work queue
+ *
+ * Return: the queue (NULL before module init made it).
+ */
+struct workqueue_struct *nvrs_revoke_wq_get(void)
+{
+	return nvrs_revoke_wq;
+}
+
+/**
+ * nvrs_wq_fini() - drain and destroy the work queues (module exit)
  */
 void nvrs_wq_fini(void)
 {
 	if (nvrs_wq)
 		destroy_workqueue(nvrs_wq);
 	nvrs_wq = NULL;
+	if (nvrs_revoke_wq)
+		destroy_workqueue(nvrs_revoke_wq);
+	nvrs_revoke_wq = NULL;
 }
 
 static void nvrs_mm_release(struct mmu_notifier *mn, struct mm_struct *mm)

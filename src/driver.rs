@@ -45,6 +45,7 @@ use kernel::{
     str::CString,
     sync::Arc,
     time::{
+        Delta,
         Instant,
         Monotonic, //
     },
@@ -294,15 +295,19 @@ impl NvrsDriver {
         // Releases blocked in a consumer's free callback are waited for at most
         // `REMOVAL_WAIT` in all (see `FbMemory::wait_idle`).
         let since = Instant::<Monotonic>::now();
-        let stuck = || crate::p2p::pin::stuck_on(mem).0;
-        let mut idle = mem.set_gone_and_wait(since, stuck);
+        let first = mem.set_gone_and_wait(since);
         crate::testhook::delay(crate::testhook::Point::RemovalWalk);
-        crate::mem::allocation::release_gpu(mem);
-        // Releases that others took out of a VA space before the walk above finish first:
-        // until then their user mappings may still reach the aperture.
-        idle = idle && mem.wait_idle(since, stuck);
+        // The block layer's hold on the struct pages of every allocation released here is
+        // waited for until one deadline, not one per allocation.
+        let pages_until = since + Delta::from_millis(crate::mem::p2pdma::FREE_WAIT_MS.into());
+        crate::mem::allocation::release_gpu(mem, pages_until);
+        // Releases that started before the walk above (or that the walk found started) finish
+        // first: until then their user mappings may still reach the aperture, and their
+        // struct pages be read. Waited for even if the first wait gave up: a release that
+        // started since then is not blocked on a consumer.
+        let second = mem.wait_idle(since);
         // The pins left: revoked in work items and waited for, within the same bound.
-        idle = crate::p2p::pin::drain_gpu(mem, since) && idle;
+        let idle = crate::p2p::pin::drain_gpu(mem, since) && first && second;
         let (stuck_pins, holder) = if idle {
             (0, None)
         } else {

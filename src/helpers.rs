@@ -78,16 +78,15 @@ const _: () = assert!(core::mem::size_of::<RawEndpoint>() == 32 + 16 * MAX_HOPS)
 /// (`NVRS_PCI_MAX_HOPS`).
 const _: fn(&RawEndpoint) -> &[nvrs_pci_hop; MAX_HOPS] = |e| &e.hops;
 
-/// Creates nvrs's work queue (VA-space teardown after exit); module init, once.
+/// Creates nvrs's work queues (`rust/helpers.c`): the exit queue (VA-space teardown after
+/// exit) and the revocation queue (pins revoked by GPU removal and the fault controls); module
+/// init, once.
 pub(crate) fn wq_init() -> Result {
-    // SAFETY: Called once from module init, before anything uses the queue.
-    if unsafe { nvrs_wq_init() }.is_null() {
-        return Err(ENOMEM);
-    }
-    Ok(())
+    // SAFETY: Called once from module init, before anything uses the queues.
+    kernel::error::to_result(unsafe { nvrs_wq_init() })
 }
 
-/// nvrs's work queue, once module init made it.
+/// nvrs's exit work queue, once module init made it.
 pub(crate) fn wq() -> Option<&'static kernel::workqueue::Queue> {
     // SAFETY: Reads the pointer module init wrote before `/dev/nvrs` existed.
     let q = unsafe { nvrs_wq_get() };
@@ -95,7 +94,15 @@ pub(crate) fn wq() -> Option<&'static kernel::workqueue::Queue> {
     (!q.is_null()).then(|| unsafe { kernel::workqueue::Queue::from_raw(q) })
 }
 
-/// Drains and destroys nvrs's work queue; module exit, after the last user.
+/// nvrs's revocation work queue, once module init made it.
+pub(crate) fn revoke_wq() -> Option<&'static kernel::workqueue::Queue> {
+    // SAFETY: Reads the pointer module init wrote before `/dev/nvrs` existed.
+    let q = unsafe { nvrs_revoke_wq_get() };
+    // SAFETY: The queue lives until `wq_fini` at module exit, after everything that enqueues.
+    (!q.is_null()).then(|| unsafe { kernel::workqueue::Queue::from_raw(q) })
+}
+
+/// Drains and destroys nvrs's work queues; module exit, after the last user.
 pub(crate) fn wq_fini() {
     // SAFETY: Module exit: nothing enqueues any more (every file is closed, every GPU gone).
     unsafe { nvrs_wq_fini() }

@@ -151,7 +151,8 @@ nvrs_module! {
             removal races (1 = pin before its table is handed out, 2 = FREE before the release, \
             4 = an exited owner's release in the exit work, 8 = GPU removal before it walks the \
             allocations, 16 = a release before it drops its struct pages, 32 = a P2PDMA \
-            allocation after its scrub); 0 = none",
+            allocation after its scrub, 64 = a release after it put its struct pages, before \
+            it waits for them to be free); 0 = none",
     },
     test_delay_ms: u32 {
         default: 0,

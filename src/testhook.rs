@@ -48,6 +48,9 @@ pub(crate) enum Point {
     /// An allocation made of struct pages being created, after its memory was scrubbed and
     /// before it takes its struct pages and becomes reachable.
     CreateScrub = 1 << 5,
+    /// The release of an allocation made of struct pages, after it put its references on the
+    /// pages and before it waits for them to be free.
+    PagesPut = 1 << 6,
 }
 
 impl Point {
@@ -60,6 +63,7 @@ impl Point {
             Point::RemovalWalk => "removal-walk",
             Point::PageDrop => "page-drop",
             Point::CreateScrub => "create-scrub",
+            Point::PagesPut => "pages-put",
         }
     }
 }

@@ -7,8 +7,9 @@
 #   2. build: nvrs.ko and the C consumer against the test kernel, warning-free;
 #   3. module metadata: modinfo fields and the GPL export in Module.symvers;
 #   4. VM, PCIe-switch topology: KUnit suites + scenarios (probe, topology,
-#      p2p, isolation, vaspace, dmabuf, compact, smi, removal, faults,
-#      storage: NVMe O_DIRECT into GPU memory), with two ivshmem devices nvrs
+#      p2p, isolation, vaspace, dmabuf, compact, smi, removal, teardown,
+#      stale, faults, storage: NVMe O_DIRECT into GPU memory), with two
+#      ivshmem devices nvrs
 #      must refuse;
 #   5. the DKMS package built by `dkms build` (the production build: no
 #      test-only code in it), then a VM with the module it built: root-bus
@@ -21,7 +22,8 @@
 #      (examples/edu-peer: its happy path and every fault control), and with
 #      a script that must fail;
 #   8. VM on the sanitizer kernel (KASAN, UBSAN, SLUB debugging, debug
-#      objects, lockdep, kmemleak): every scenario, plus fault injection at
+#      objects, lockdep, kmemleak): the memory-path scenarios (teardown
+#      among them; not smi or stale), plus fault injection at
 #      every allocation of each path and a bounded fuzzer.
 #
 # Each step adds to the totals; the last line is "N passed, N failed" and the
@@ -221,7 +223,8 @@ KUNIT=(--expect-suite nvrs_ident --expect-suite nvrs_emu_identity --expect-suite
 	--expect-suite nvrs_topology --expect-suite nvrs_pmm --expect-suite nvrs_task)
 vm switch --topology switch --bad-gpus --nvme switch --scenario probe --scenario topology \
 	--scenario p2p --scenario isolation --scenario vaspace --scenario dmabuf --scenario compact \
-	--scenario smi --scenario removal --scenario stale --scenario faults --scenario storage --timeout 900 \
+	--scenario smi --scenario removal --scenario teardown --scenario stale --scenario faults \
+	--scenario storage --timeout 1200 \
 	--files "$OUT/files" "${KUNIT[@]}"
 # The DKMS package: `dkms build` against the test kernel tree (Debian's dkms,
 # in a private tree), and the module it builds is the one the next VM loads.
@@ -308,11 +311,11 @@ step "sanitizer kernel and build"
 if nvrs_build_sanitize; then
 	record "sanitizer kernel and build" 1 0
 	OWN_MODULES=1 vm sanitize --kernel "$(cat "$SAN/bzimage")" --append "slub_debug=FZPU" --mem 2048 \
-		--timeout 1500 --module "$SAN/nvrs.ko" --module "$SAN/tests/consumer/nvrs_consumer.ko" \
+		--timeout 2100 --module "$SAN/nvrs.ko" --module "$SAN/tests/consumer/nvrs_consumer.ko" \
 		--bin "$OUT/nvrs-tool" --bin "$OUT/nvrs-fuzz" --bin "$OUT/nvrs-smi" --topology switch \
 		--nvme switch --scenario probe --scenario topology --scenario p2p --scenario isolation \
-		--scenario vaspace --scenario dmabuf --scenario compact --scenario removal --scenario faults \
-		--scenario storage --scenario faultinject --scenario fuzz "${KUNIT[@]}"
+		--scenario vaspace --scenario dmabuf --scenario compact --scenario removal --scenario teardown \
+		--scenario faults --scenario storage --scenario faultinject --scenario fuzz "${KUNIT[@]}"
 	log=$OUT/vm-sanitize-console.log
 	SUMMARY+=("     fault injection: $(sed -n 's/.*nvrs-faultinject: points \([0-9]*\).*/\1/p' "$log" | tail -n1) injection points exercised")
 	SUMMARY+=("     fuzzing: $(sed -n 's/.*nvrs-fuzz-count: \([0-9]*\).*/\1/p' "$log" | tail -n1) operations")

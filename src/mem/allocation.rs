@@ -30,6 +30,11 @@ use kernel::{
         Mutex, //
     },
     task::Pid,
+    time::{
+        Delta,
+        Instant,
+        Monotonic, //
+    },
 };
 
 use crate::{
@@ -57,6 +62,7 @@ use crate::{
             Held,
             Holder, //
         },
+        p2pdma::FREE_WAIT_MS,
         va::VA,
     },
     pmm::compact::Goal,
@@ -70,7 +76,7 @@ use crate::{
 /// ([`crate::vaspace`]), in a layer above this one.
 pub(crate) trait Index: Send + Sync {
     /// Takes `a` out of the index if it is still there, so that its owner cannot find it any
-    /// more (GPU removal, which has already counted its release, [`FbMemory::detach`]).
+    /// more (GPU removal, which has already started its release, [`FbMemory::begin_release`]).
     fn take_out(&self, a: &Allocation);
 }
 
@@ -256,13 +262,25 @@ impl Allocation {
         // Every path below releases the allocation or makes it reachable (and so released
         // later), which detaches it again.
         a.cpu.attach(a.clone());
-        match ListArc::try_from_arc(a.clone()) {
-            Ok(listed) => mem.allocs.lock().push_back(listed),
+        let listed = match ListArc::try_from_arc(a.clone()) {
+            Ok(listed) => listed,
             // Cannot happen: nothing else made a `ListArc` of the new allocation.
             Err(_) => {
                 a.release();
                 return Err(EINVAL);
             }
+        };
+        {
+            let mut allocs = mem.allocs.lock();
+            // GPU removal waits for `_busy` before it walks the list, so it cannot have walked
+            // it; should it have, the allocation never becomes reachable on a GPU that is gone.
+            if mem.walked() {
+                drop(allocs);
+                drop(listed);
+                a.release();
+                return Err(ENODEV);
+            }
+            allocs.push_back(listed);
         }
         insert(a.clone()).inspect_err(|_| a.release())?;
         Ok(span)
@@ -296,32 +314,35 @@ impl Allocation {
         self.backing.pieces.get(r).unwrap_or(&[])
     }
 
-    /// Releases an allocation that never left its index (it could not be inserted): as
-    /// [`Allocation::release_detached`], counted now. It has no pins yet.
+    /// Releases an allocation that never became reachable (it could not be inserted): as
+    /// [`Allocation::release_detached`]. It has no pins yet.
     fn release(&self) {
-        self.backing.mem.detach();
-        self.release_in(self.backing.mem.adopt(), true);
+        self.release_detached();
     }
 
     /// Releases an allocation its owner took out of its index (`NVRS_IOCTL_FREE`, the VA
-    /// space's teardown), whose release was counted then ([`FbMemory::detach`]): removes its
-    /// user CPU mappings (later accesses fault), revokes its non-persistent pins (their
-    /// callbacks run here, with no nvrs lock held), and returns the memory unless a persistent
-    /// pin or a dma-buf holds it. GPU removal waits for it even if it got here after the GPU
-    /// started going away. Never allocates.
+    /// space's teardown): removes its user CPU mappings (later accesses fault), revokes its
+    /// non-persistent pins (their callbacks run here, with no nvrs lock held), and returns the
+    /// memory unless a persistent pin or a dma-buf holds it. GPU removal waits for it even if
+    /// it got here after the GPU started going away ([`FbMemory::begin_release`]). Never
+    /// allocates.
     pub(crate) fn release_detached(&self) {
-        self.release_in(self.backing.mem.adopt(), true);
+        let busy = self.backing.mem.begin_release();
+        let pages_until = Instant::<Monotonic>::now() + Delta::from_millis(FREE_WAIT_MS.into());
+        self.release_in(busy, true, pages_until);
     }
 
-    /// [`Allocation::release_detached`] by GPU removal: the allocation's pins are left to
-    /// [`crate::p2p::pin::drain_gpu`], which revokes them in work items, so that no free callback
-    /// runs in the unbinding thread. The memory goes back when the last of them ends.
-    fn release_removed(&self) {
-        self.release_in(self.backing.mem.adopt(), false);
+    /// [`Allocation::release_detached`] by GPU removal, which started the release: the
+    /// allocation's pins are left to [`crate::p2p::pin::drain_gpu`], which revokes them in
+    /// work items, so that no free callback runs in the unbinding thread. The memory goes back
+    /// when the last of them ends. The block layer's hold on its struct pages is waited for
+    /// until `pages_until`, one deadline for all of the GPU's allocations.
+    fn release_removed(&self, busy: fb::InFlight<'_>, pages_until: Instant<Monotonic>) {
+        self.release_in(busy, false, pages_until);
     }
 
-    fn release_in(&self, _busy: fb::InFlight<'_>, revoke: bool) {
-        let mapped = {
+    fn release_in(&self, busy: fb::InFlight<'_>, revoke: bool, pages_until: Instant<Monotonic>) {
+        let (mapped, dropping) = {
             let mut st = self.state.lock();
             if st.released {
                 return;
@@ -330,12 +351,15 @@ impl Allocation {
             // below removes every mapping there will ever be.
             st.released = true;
             // A pin or dma-buf that ends meanwhile must not give the memory back while the
-            // block layer may still be writing it.
-            st.dropping = self.backing.p2pdma;
+            // block layer may still be writing it. Counted for GPU removal under this lock, in
+            // the same hold that makes the allocation released, so a removal that finds it
+            // released also finds its pages in use
+            // ([`P2pdma::wait_drops`](crate::mem::p2pdma::P2pdma::wait_drops)).
+            st.dropping = self.backing.begin_drop();
             for inode in st.mapped.iter() {
                 inode.zap(self.span.start(), self.span.len());
             }
-            core::mem::take(&mut st.mapped)
+            (core::mem::take(&mut st.mapped), st.dropping)
         };
         // The inode references go now, not with the last pin or VMA.
         drop(mapped);
@@ -349,15 +373,16 @@ impl Allocation {
         self.cpu.detach();
         // Struct pages: nvrs lets go of them and waits for the block layer to do the same (no
         // user mapping is left to take them again).
-        if self.backing.p2pdma {
+        if dropping {
             crate::testhook::delay(crate::testhook::Point::PageDrop);
-            self.backing.drop_pages();
+            self.backing.finish_drop(pages_until);
             self.state.lock().dropping = false;
         }
         // One pin at a time, without allocating: each is taken off the list under the lock and
         // revoked without it; one being put concurrently is waited for. Pins created from now
-        // on are refused (`released`).
+        // on are refused (`released`). While it revokes, the release waits for a consumer.
         while let Some(h) = revoke.then(|| self.next_revocable()).flatten() {
+            let _revoking = busy.revoking();
             h.revoke();
         }
         self.give_back_if_unused();
@@ -475,18 +500,27 @@ impl PinnedDrop for Allocation {
 /// their number: each is taken out of the GPU's list, then out of its owner's index, and
 /// released, one at a time and without allocating. Their user mappings are gone when this
 /// returns; their pins are left to [`crate::p2p::pin::drain_gpu`], so that no free callback
-/// runs here. Releases that others took out of an index before (a FREE, an owner's exit) are
-/// counted in the GPU's memory ([`FbMemory::detach`]) and waited for by the caller
-/// ([`FbMemory::wait_idle`]), within its bound.
-pub(crate) fn release_gpu(mem: &FbMemory) {
+/// runs here; the block layer's hold on struct pages is waited for until `pages_until` in all.
+/// Releases that others started before (a FREE, an owner's exit or last close) are counted in
+/// the GPU's memory ([`FbMemory::begin_release`]) and waited for by the caller
+/// ([`FbMemory::wait_idle`]), within its bound. Once the list is empty no allocation joins it
+/// any more ([`FbMemory::walked`]).
+pub(crate) fn release_gpu(mem: &FbMemory, pages_until: Instant<Monotonic>) {
     loop {
-        let next = mem.allocs.lock().pop_front();
+        let next = {
+            let mut allocs = mem.allocs.lock();
+            let next = allocs.pop_front();
+            if next.is_none() {
+                mem.set_walked();
+            }
+            next
+        };
         let Some(a) = next.map(ListArc::into_arc) else {
             break;
         };
-        // Counted before it leaves the index, as any release of an allocation taken out of it.
-        mem.detach();
+        // Started before it leaves the index, as any release of an allocation taken out of it.
+        let busy = mem.begin_release();
         a.index.take_out(&a);
-        a.release_removed();
+        a.release_removed(busy, pages_until);
     }
 }

@@ -79,10 +79,11 @@ pub(crate) struct FbMemory {
     /// it under the lock the walk takes (see [`crate::locking`]). Read lock-free.
     gone: Atomic<bool>,
     /// Operations in flight that write the memory or hand it out (allocation, release,
-    /// scrubbing): GPU removal waits until there are none before it tears anything down.
+    /// scrubbing), and how many of them wait on a consumer: GPU removal waits until there are
+    /// none before it tears anything down.
     #[pin]
-    busy: Mutex<u32>,
-    /// Signalled when `busy` drops to zero, and when a pin on the memory ends while the GPU is
+    busy: Mutex<Busy>,
+    /// Signalled when no operation is in flight any more, and when a pin on the memory ends while the GPU is
     /// going away ([`Self::pin_ended`]).
     #[pin]
     idle: CondVar,
@@ -113,6 +114,9 @@ pub(crate) struct FbMemory {
     /// the owners of the chunks it moves here, without looking at anything but this GPU's own.
     #[pin]
     pub(crate) allocs: Mutex<List<Allocation>>,
+    /// GPU removal has walked `allocs` (set under its lock): nothing is added to it any more
+    /// ([`Self::walked`]).
+    walked: Atomic<bool>,
     /// The GPU's fault controls (test builds; [`crate::mem::faults`]).
     #[pin]
     pub(crate) faults: GpuFaults,
@@ -120,16 +124,45 @@ pub(crate) struct FbMemory {
     pub(crate) p2pdma: P2pdma,
 }
 
+/// The operations in flight on a GPU's memory ([`FbMemory::busy`]).
+#[derive(Default)]
+struct Busy {
+    /// Operations in flight ([`FbMemory::enter`], [`FbMemory::begin_release`]).
+    ops: u32,
+    /// Of those, the releases revoking a pin right now ([`InFlight::revoking`]): waiting for a
+    /// consumer's free callback, in their own thread or in a worker.
+    revoking: u32,
+}
+
 /// An operation in flight on a GPU's memory ([`FbMemory::enter`]).
 pub(crate) struct InFlight<'a>(&'a FbMemory);
+
+impl InFlight<'_> {
+    /// Marks the operation, a release, as waiting for a consumer while it revokes a pin, until
+    /// the returned guard is dropped: GPU removal gives up on an operation only while it waits
+    /// so ([`FbMemory::wait_idle`]).
+    pub(crate) fn revoking(&self) -> Revoking<'_> {
+        self.0.busy.lock().revoking += 1;
+        Revoking(self.0)
+    }
+}
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         let mut busy = self.0.busy.lock();
-        *busy -= 1;
-        if *busy == 0 {
+        busy.ops -= 1;
+        if busy.ops == 0 {
             self.0.idle.notify_all();
         }
+    }
+}
+
+/// A release revoking a pin ([`InFlight::revoking`]).
+pub(crate) struct Revoking<'a>(&'a FbMemory);
+
+impl Drop for Revoking<'_> {
+    fn drop(&mut self) {
+        self.0.busy.lock().revoking -= 1;
     }
 }
 
@@ -296,7 +329,8 @@ impl FbMemory {
                 pmm <- new_mutex!(pmm, "FbMemory::pmm"),
                 aperture_phys,
                 gone: Atomic::new(false),
-                busy <- new_mutex!(0, "FbMemory::busy"),
+                busy <- new_mutex!(Busy::default(), "FbMemory::busy"),
+                walked: Atomic::new(false),
                 idle <- new_condvar!("FbMemory::idle"),
                 pin_ends: Atomic::new(0),
                 held: Atomic::new(0),
@@ -317,43 +351,35 @@ impl FbMemory {
     /// Marks the GPU as going away and waits until no operation is in flight ([`Self::enter`]):
     /// from then on none can start, so the teardown's walks see everything there is. Gives up
     /// as [`Self::wait_idle`] does; false then.
-    pub(crate) fn set_gone_and_wait(
-        &self,
-        since: Instant<Monotonic>,
-        stuck: impl Fn() -> u32,
-    ) -> bool {
+    pub(crate) fn set_gone_and_wait(&self, since: Instant<Monotonic>) -> bool {
         {
             let _busy = self.busy.lock();
             self.gone.store(true, Release);
         }
-        self.wait_idle(since, stuck)
+        self.wait_idle(since)
     }
 
     /// Waits until no operation is in flight: GPU removal, after it walked the GPU's
     /// allocations, for the releases of allocations others took out of their VA spaces
-    /// ([`Self::detach`]). Gives up (returns false) once [`REMOVAL_WAIT`] has passed since
-    /// `since` and every operation still in flight is a release blocked in a consumer's free
-    /// callback (`stuck()` counts those callbacks). Such a release
-    /// touches the aperture no more once it goes on ([`Self::enter`] refuses it, so its memory
-    /// goes back unscrubbed), and the memory its pin holds keeps the manager retired; any other
-    /// operation (allocating, scrubbing) is always waited for. The lock is dropped while
-    /// `stuck` runs, and while sleeping with a signal pending (the wait is not interruptible).
-    pub(crate) fn wait_idle(&self, since: Instant<Monotonic>, stuck: impl Fn() -> u32) -> bool {
+    /// ([`Self::begin_release`]). Gives up (returns false) once [`REMOVAL_WAIT`] has passed
+    /// since `since` and every operation still in flight is a release revoking a pin, waiting
+    /// for a consumer's free callback ([`InFlight::revoking`]). Such a release touches the
+    /// aperture no more once it goes on ([`Self::enter`] refuses it, so its memory goes back
+    /// unscrubbed), and the memory its pin holds keeps the manager retired; any other operation
+    /// (allocating, scrubbing, a release that has not reached its pins or is waiting for the
+    /// block layer to let go of its struct pages) is always waited for. Callbacks that run for
+    /// no operation of the GPU's (a fault control's revocation) do not count. Sleeps with the
+    /// lock released (the wait is not interruptible).
+    pub(crate) fn wait_idle(&self, since: Instant<Monotonic>) -> bool {
+        let mut busy = self.busy.lock();
         loop {
-            let mut busy = self.busy.lock();
-            if *busy == 0 {
+            if busy.ops == 0 {
                 return true;
             }
-            let n = *busy;
-            drop(busy);
-            if since.elapsed() >= REMOVAL_WAIT && stuck() >= n {
+            if since.elapsed() >= REMOVAL_WAIT && busy.revoking >= busy.ops {
                 return false;
             }
-            busy = self.busy.lock();
-            if *busy == 0 {
-                return true;
-            }
-            drop(wait_slice(&self.idle, &self.busy, busy));
+            busy = wait_slice(&self.idle, &self.busy, busy);
         }
     }
 
@@ -385,18 +411,27 @@ impl FbMemory {
         }
     }
 
-    /// Counts the release of an allocation that is being taken out of its VA space; called
-    /// under the VA space's lock, before the allocation leaves it. Never refused: once out of
-    /// the VA space the allocation is beyond GPU removal's walk, so removal waits for its
-    /// release instead ([`Self::wait_idle`]), even if the GPU is already going away. The
-    /// release takes the count over with [`Self::adopt`].
-    pub(crate) fn detach(&self) {
-        *self.busy.lock() += 1;
+    /// Starts the release of an allocation, however it was found (its owner took it out of its
+    /// VA space, or GPU removal's walk popped it). Never refused: removal may have walked the
+    /// allocations already, and then waits for this release instead ([`Self::wait_idle`]),
+    /// even if the GPU is already going away. Each release counts itself as it starts, not as
+    /// its allocation leaves an index, so a thread releasing several allocations one after
+    /// the other counts only the one it is at: the others are still in the GPU's list, where
+    /// removal finds them.
+    pub(crate) fn begin_release(&self) -> InFlight<'_> {
+        self.busy.lock().ops += 1;
+        InFlight(self)
     }
 
-    /// The guard of a release counted by [`Self::detach`]: dropping it ends the count.
-    pub(crate) fn adopt(&self) -> InFlight<'_> {
-        InFlight(self)
+    /// Whether GPU removal has walked the GPU's allocations; called under [`Self::allocs`]'s
+    /// lock, where removal sets it, by an allocation about to join the list.
+    pub(crate) fn walked(&self) -> bool {
+        self.walked.load(Acquire)
+    }
+
+    /// Records that GPU removal walked the allocations (under [`Self::allocs`]'s lock).
+    pub(crate) fn set_walked(&self) {
+        self.walked.store(true, Release);
     }
 
     /// Starts an operation that writes the memory or hands it out; `-ENODEV` once the GPU is
@@ -406,7 +441,7 @@ impl FbMemory {
         if self.is_gone() {
             return Err(ENODEV);
         }
-        *busy += 1;
+        busy.ops += 1;
         Ok(InFlight(self))
     }
 

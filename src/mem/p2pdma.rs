@@ -76,8 +76,9 @@ pub(crate) struct P2pdma {
     /// Bytes whose pages the block layer did not let go of within [`FREE_WAIT_MS`]: never
     /// handed out again.
     stuck: Atomic<u64>,
-    /// Releases letting go of struct pages right now ([`Backing::drop_pages`]): they read the
-    /// pages until they are done, so the pages must stay until then ([`P2pdma::wait_drops`]).
+    /// Releases letting go of struct pages right now ([`Backing::begin_drop`] to
+    /// [`Backing::finish_drop`]): they read the pages until they are done, so the pages must
+    /// stay until then ([`P2pdma::wait_drops`]).
     dropping: Atomic<u32>,
 }
 
@@ -93,9 +94,9 @@ impl P2pdma {
     }
 
     /// Waits until no release is letting go of struct pages (each does within
-    /// [`FREE_WAIT_MS`]): GPU removal, before the pages go. Bounded, and independent of the
-    /// removal's wait for free callbacks, which may give up earlier while a release still reads
-    /// the pages.
+    /// [`FREE_WAIT_MS`], and the releases of GPU removal itself within one such deadline in
+    /// all): GPU removal, before the pages go. Bounded, and independent of the removal's wait
+    /// for free callbacks, which may give up earlier while a release still reads the pages.
     pub(crate) fn wait_drops(&self) {
         while self.dropping.load(Acquire) != 0 {
             fsleep(Delta::from_millis(10));
@@ -190,42 +191,55 @@ impl Backing {
     }
 
     /// Drops nvrs's page references, once, and waits, at most [`FREE_WAIT_MS`] in all, until
-    /// every page is free: the block layer has let go of it. Then the pieces are unpinned in
-    /// the memory manager; otherwise the memory must never be handed out again (marked stuck,
-    /// counted and logged). Called by the release once every user mapping is removed (nothing
-    /// can map the pages again), or by the give-back of a backing that never became reachable;
-    /// no lock held. Pins and dma-buf exports do not use the struct pages, so the GPU's pages
-    /// can go with its unbind even while those hold the memory.
+    /// every page is free ([`Backing::finish_drop`]); for the give-back of a backing that
+    /// never became reachable. No lock held.
     pub(crate) fn drop_pages(&self) {
-        if !self.pages_held.xchg(false, Relaxed) {
-            return;
+        if self.begin_drop() {
+            self.finish_drop(Instant::now() + Delta::from_millis(FREE_WAIT_MS.into()));
+        }
+    }
+
+    /// Starts letting go of the pages, once: true if this caller is the one to
+    /// [`Backing::finish_drop`]. Counted in [`P2pdma::wait_drops`] from here, so that GPU
+    /// removal keeps the struct pages until the drop is over; the release calls it under the
+    /// allocation's lock, where it marks the allocation released.
+    pub(crate) fn begin_drop(&self) -> bool {
+        if !self.p2pdma || !self.pages_held.xchg(false, Relaxed) {
+            return false;
         }
         self.mem.p2pdma.dropping.fetch_add(1, Relaxed);
-        self.put_and_wait();
+        true
+    }
+
+    /// Drops nvrs's page references and waits, until `until` at the latest, until every page
+    /// is free: the block layer has let go of it. Then the pieces are unpinned in the memory
+    /// manager; otherwise the memory must never be handed out again (marked stuck, counted and
+    /// logged). Called by the release once every user mapping is removed (nothing can map the
+    /// pages again), after [`Backing::begin_drop`] returned true; no lock held. Pins and
+    /// dma-buf exports do not use the struct pages, so the GPU's pages can go with its unbind
+    /// even while those hold the memory.
+    pub(crate) fn finish_drop(&self, until: Instant<Monotonic>) {
+        self.put_and_wait(until);
         self.mem.p2pdma.dropping.fetch_sub(1, Release);
     }
 
-    /// The body of [`Backing::drop_pages`], counted in [`P2pdma::wait_drops`].
-    fn put_and_wait(&self) {
+    /// The body of [`Backing::finish_drop`], counted in [`P2pdma::wait_drops`].
+    fn put_and_wait(&self, until: Instant<Monotonic>) {
         let base = self.mem.aperture_phys;
         for (i, p) in self.pieces.iter().enumerate() {
             // SAFETY: `take_pages` took these references, and only the one caller of
-            // `drop_pages` that cleared `pages_held` gets here.
+            // `begin_drop` that cleared `pages_held` gets here.
             unsafe { helpers::p2pdma_put_pages(base + p.fb_offset(), self.piece_len(i)) };
         }
-        let since = Instant::<Monotonic>::now();
+        crate::testhook::delay(crate::testhook::Point::PagesPut);
         let mut busy = 0u64;
         for (i, p) in self.pieces.iter().enumerate() {
-            let spent = u32::try_from(since.elapsed().as_millis()).unwrap_or(u32::MAX);
+            let left =
+                u32::try_from((until - Instant::now()).as_millis().max(0)).unwrap_or(u32::MAX);
             // SAFETY: The GPU's struct pages stay until after its unbind, which waits until no
-            // `drop_pages` is in progress (`P2pdma::wait_drops`) before it gives them up.
-            busy += unsafe {
-                helpers::p2pdma_wait_free(
-                    base + p.fb_offset(),
-                    self.piece_len(i),
-                    FREE_WAIT_MS.saturating_sub(spent),
-                )
-            };
+            // drop is in progress (`P2pdma::wait_drops`) before it gives them up.
+            busy +=
+                unsafe { helpers::p2pdma_wait_free(base + p.fb_offset(), self.piece_len(i), left) };
         }
         self.mem.p2pdma.sub(self.bytes());
         if busy != 0 {

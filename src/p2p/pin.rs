@@ -45,7 +45,8 @@ use kernel::{
             Acquire,
             Atomic,
             Full,
-            Relaxed, //
+            Relaxed,
+            Release, //
         },
         Arc,
         CondVar,
@@ -175,6 +176,8 @@ pub(crate) struct P2pPin {
     /// A fault control asked for its revocation ([`revoke_on`], [`revoke_one_on`]): asked
     /// once, counted once.
     fault_revoke: Atomic<bool>,
+    /// Its revocation is queued and no worker has started it yet ([`P2pPin::queue_revocation`]).
+    queued: Atomic<bool>,
 }
 
 kernel::list::impl_list_arc_safe! {
@@ -198,13 +201,10 @@ impl Holder for P2pPin {
         };
         // The fault control `callback context workqueue` ([`crate::faults`]): a worker revokes
         // it (queued now, or already by someone else), and the release waits for that.
-        if entry.alloc.mem().faults.callback_faults().1 {
-            if let Some(q) = crate::helpers::wq() {
-                drop(q.enqueue(entry.pin.clone()));
-                drop(entry);
-                self.wait_dead();
-                return;
-            }
+        if entry.alloc.mem().faults.callback_faults().1 && entry.queue_revocation() {
+            drop(entry);
+            self.wait_dead();
+            return;
         }
         entry.revoke();
     }
@@ -292,12 +292,14 @@ pub(crate) fn lookup(key: usize) -> Option<PinEntry> {
 /// Called by GPU removal after it released the GPU's allocations
 /// ([`crate::mem::allocation::release_gpu`] leaves their pins here). A persistent pin loses its DMA mappings (the aperture is going away)
 /// and keeps its table and memory until it is put. A live non-persistent pin is revoked in a
-/// work item on nvrs's queue ([`P2pPin::removal`]), never in the unbinding thread: a consumer
-/// whose free callback blocks holds up its own pin only. Then this waits until no pin on the
-/// memory is being revoked, put or created — except that once [`REMOVAL_WAIT`] has passed
-/// since `since` it gives up if every pin still in flight is a free callback that has not
-/// returned. Those pins end when their callbacks return; until then their memory keeps the
-/// manager retired (the caller names them, [`stuck_on`]).
+/// work item on nvrs's revocation queue ([`P2pPin::removal`]), never in the unbinding thread: a
+/// consumer whose free callback blocks holds up its own pin only. Then this waits until no pin
+/// on the memory is being revoked, put or created — except that once [`REMOVAL_WAIT`] has
+/// passed since `since` it gives up if every pin still in flight waits on a consumer: a free
+/// callback that has not returned, or a revocation queued behind such callbacks (the queue runs
+/// a bounded number of work items at once, [`P2pPin::waits_on_consumer`]). Those pins end when
+/// the callbacks return; until then their memory keeps the manager retired (the caller names
+/// them, [`stuck_on`]).
 pub(crate) fn drain_gpu(mem: &FbMemory, since: Instant<Monotonic>) -> bool {
     loop {
         let next = PINS
@@ -326,19 +328,15 @@ pub(crate) fn drain_gpu(mem: &FbMemory, since: Instant<Monotonic>) -> bool {
             for p in reg.all().filter(|p| p.on(mem)) {
                 match p.state() {
                     PinState::Live if p.req.persistent => continue,
-                    PinState::Live if unqueued.is_none() => {
-                        // Queued once: a pin whose revocation is queued is refused again,
-                        // and the reference comes back (never the last: the registry holds
-                        // one).
-                        match crate::helpers::wq() {
-                            Some(q) => drop(q.enqueue(p.pin.clone())),
-                            None => unqueued = Some(p.clone()),
+                    PinState::Live if unqueued.is_none() && !p.is_queued() => {
+                        if !p.queue_revocation() {
+                            unqueued = Some(p.clone());
                         }
                     }
                     _ => {}
                 }
                 pending = pending.saturating_add(1);
-                if p.in_callback() {
+                if p.waits_on_consumer() {
                     stuck = stuck.saturating_add(1);
                 }
             }
@@ -379,6 +377,7 @@ impl WorkItem for Held<P2pPin> {
     type Pointer = Arc<Held<P2pPin>>;
 
     fn run(this: Arc<Held<P2pPin>>) {
+        this.queued.store(false, Relaxed);
         // The registry still holds the pin unless it ended meanwhile (put, or revoked by a
         // release); its table, and so its key, is this pin's as long as `this` holds it.
         let Some(entry) = lookup(this.table.key()).filter(|e| Arc::ptr_eq(&e.pin, &this)) else {
@@ -396,17 +395,14 @@ impl WorkItem for Held<P2pPin> {
 /// Test builds only.
 #[cfg(nvrs_testing)]
 pub(crate) fn revoke_on(mem: &FbMemory) -> u64 {
-    let Some(q) = crate::helpers::wq() else {
-        return 0;
-    };
     let reg = PINS.lock();
     let mut n = 0u64;
     for p in reg.all().filter(|p| p.on(mem) && !p.req.persistent) {
-        // Asked once per pin: a pin whose revocation is starting may still look live. The
-        // reference comes back if it is queued already (never the last: the registry holds
-        // one).
-        if p.state() == PinState::Live && !p.fault_revoke.xchg(true, Relaxed) {
-            drop(q.enqueue(p.pin.clone()));
+        // Asked once per pin: a pin whose revocation is starting may still look live.
+        if p.state() == PinState::Live
+            && !p.fault_revoke.xchg(true, Relaxed)
+            && p.queue_revocation()
+        {
             n += 1;
         }
     }
@@ -417,9 +413,6 @@ pub(crate) fn revoke_on(mem: &FbMemory) -> u64 {
 /// number (the fault control `revoke permille`), in a work item; returns how many were queued
 /// (0 or 1). Never allocates.
 pub(crate) fn revoke_one_on(mem: &FbMemory, pick: u64) -> u64 {
-    let Some(q) = crate::helpers::wq() else {
-        return 0;
-    };
     let reg = PINS.lock();
     let live = |p: &&PinEntry| {
         p.on(mem)
@@ -436,10 +429,7 @@ pub(crate) fn revoke_one_on(mem: &FbMemory, pick: u64) -> u64 {
         return 0;
     };
     let asked = match reg.all().filter(live).nth(k) {
-        Some(p) if !p.fault_revoke.xchg(true, Relaxed) => {
-            drop(q.enqueue(p.pin.clone()));
-            true
-        }
+        Some(p) if !p.fault_revoke.xchg(true, Relaxed) => p.queue_revocation(),
         _ => false,
     };
     u64::from(asked)
@@ -453,12 +443,12 @@ pub(crate) struct StuckPin {
     pub(crate) pid: kernel::task::Pid,
 }
 
-/// The pins on the memory of `mem` whose free callback is running right now, and the first of
-/// them.
+/// The pins on the memory of `mem` that wait on a consumer ([`P2pPin::waits_on_consumer`]),
+/// and the first of them.
 pub(crate) fn stuck_on(mem: &FbMemory) -> (u32, Option<StuckPin>) {
     let reg = PINS.lock();
     let mut out = (0u32, None);
-    for p in reg.all().filter(|p| p.on(mem) && p.in_callback()) {
+    for p in reg.all().filter(|p| p.on(mem) && p.waits_on_consumer()) {
         out.0 = out.0.saturating_add(1);
         out.1.get_or_insert(StuckPin {
             va: p.req.va,
@@ -534,6 +524,7 @@ impl P2pPin {
             removal <- kernel::new_work!("P2pPin::removal"),
             listed <- AtomicTracker::new(),
             fault_revoke: Atomic::new(false),
+            queued: Atomic::new(false),
         })
     }
 
@@ -545,6 +536,7 @@ impl P2pPin {
         *this.req = *req;
         *this.pieces = pieces;
         this.fault_revoke.store(false, Relaxed);
+        this.queued.store(false, Relaxed);
         this.state.store(PinState::Live as u32, Relaxed);
     }
 
@@ -601,6 +593,18 @@ impl P2pPin {
         self.state() == PinState::Revoking && self.revoker.load(Relaxed) != 0
     }
 
+    /// Whether its revocation is queued and not yet started.
+    fn is_queued(&self) -> bool {
+        self.queued.load(Acquire)
+    }
+
+    /// Whether the pin's end waits on a consumer: its free callback is running, or its
+    /// revocation is queued behind work items that are (the revocation queue runs a bounded
+    /// number at once). GPU removal gives up on such pins after its bound.
+    fn waits_on_consumer(&self) -> bool {
+        self.in_callback() || (self.state() == PinState::Live && self.is_queued())
+    }
+
     /// Current state.
     pub(crate) fn state(&self) -> PinState {
         PinState::from_u32(self.state.load(Acquire))
@@ -608,6 +612,21 @@ impl P2pPin {
 }
 
 impl PinEntry {
+    /// Queues the pin's revocation on nvrs's revocation queue ([`P2pPin::removal`]); true if it
+    /// is queued now or was already. Never allocates or sleeps. False only without a queue
+    /// (before module init), when the caller revokes it itself.
+    fn queue_revocation(&self) -> bool {
+        let Some(q) = crate::helpers::revoke_wq() else {
+            return false;
+        };
+        // Marked first: the worker clears the mark as it starts, so a mark set after the
+        // enqueue could outlive the work. A pin already queued keeps its mark, and the
+        // reference comes back (never the last: the caller holds one).
+        self.queued.store(true, Release);
+        drop(q.enqueue(self.pin.clone()));
+        true
+    }
+
     /// Pins `req.len` bytes at `req.offset` of `alloc` (both multiples of 64 KiB, inside it):
     /// counts a P2P pin on every chunk, builds the page table, registers the pin, and hands the
     /// table to `publish` — all under the allocation's lock, so that no revocation can run, and

@@ -262,12 +262,7 @@ impl VaSpace {
         loop {
             let node = {
                 let mut inner = self.inner.lock();
-                // Counted before it leaves the VA space ([`FbMemory::detach`]): GPU removal
-                // cannot find it any more.
-                let va = inner.allocs.iter().next().map(|(va, a)| {
-                    a.mem().detach();
-                    *va
-                });
+                let va = inner.allocs.iter().next().map(|(va, _)| *va);
                 let node = va.and_then(|va| inner.allocs.remove_node(&va));
                 if node.is_some() {
                     inner.releasing = inner.releasing.saturating_add(1);
@@ -320,11 +315,12 @@ impl VaSpace {
             }
             all.retain(|v| !Arc::ptr_eq(v, self));
             inner.dead = true;
-            detach_all(&inner.allocs);
             (core::mem::take(&mut inner.allocs), inner.watch.take())
         };
         // Stopping the watch waits for a running `owner_gone`; none can start afterwards.
         drop(watch);
+        // One release after the other, each counted as it starts: those not yet started are
+        // still in their GPUs' lists, where GPU removal finds (and releases) them.
         for a in doomed.values() {
             a.release_detached();
         }
@@ -357,13 +353,7 @@ impl VaSpace {
     /// Frees the allocation starting at `va`: revokes its pins and removes its CPU mappings; its
     /// memory goes back unless a persistent pin holds it.
     pub(crate) fn free(&self, va: u64) -> Result {
-        let node = {
-            let mut inner = self.inner.lock();
-            // Counted before it leaves the VA space: GPU removal cannot find it any more.
-            inner.allocs.get(&va).ok_or(ENOENT)?.backing.mem.detach();
-            // Found above, under the same lock.
-            inner.allocs.remove_node(&va).ok_or(ENOENT)?
-        };
+        let node = self.inner.lock().allocs.remove_node(&va).ok_or(ENOENT)?;
         let (_, a) = node.to_key_value();
         crate::testhook::delay(crate::testhook::Point::FreeRelease);
         a.release_detached();
@@ -441,12 +431,4 @@ pub(crate) fn lookup_current(want: &Span) -> Option<Arc<Allocation>> {
             inner.is_current().then(|| VaSpace::find_in(&inner, want))
         })
         .flatten()
-}
-
-/// Counts the releases of every allocation of a VA space that is about to be emptied
-/// ([`FbMemory::detach`]), under its lock.
-fn detach_all(allocs: &RBTree<u64, Arc<Allocation>>) {
-    for a in allocs.values() {
-        a.mem().detach();
-    }
 }

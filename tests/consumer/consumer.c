@@ -240,7 +240,7 @@ static void free_callback(void *data)
  * pinmany: many pins of one range, for the removal tests (more blocked
  * callbacks than a work queue runs at once).
  */
-#define MANY_MAX		1024
+#define MANY_MAX		2048
 
 static struct {
 	struct nvidia_p2p_page_table *pt[MANY_MAX];

@@ -82,36 +82,39 @@ expect_eq "  one dmesg line says it gave up on the callbacks" 1 \
 rebind_unload
 
 # --- 2. More blocked callbacks than the work queue runs at once --------------
-# 300 pins of one allocation, whose callbacks all block: removal revokes them
-# in work items, and a work queue runs at most 256 at once, so 44 wait for a
-# worker that never comes. Those are blocked on the consumer too: the unbind
-# must give up on all 300 after the bound. Meanwhile another process's exit
-# on GPU0 must not wait behind them: its memory is back when it has exited.
+# 1100 pins of one allocation, whose callbacks all block: removal revokes them
+# in work items, and a work queue runs at most 1024 at once (WQ_DFL_ACTIVE),
+# so 76 wait for a worker that never comes. Those are blocked on the consumer
+# too: the unbind must give up on all 1100 after the bound. Meanwhile another
+# process's exit on GPU0 must not wait behind them: its memory is back when it
+# has exited.
 load 0 0
-tool "300 pins whose callbacks block, GPU1 unbound" \
-	alloc A 1 2M \; ctl pinmany @A 0x10000 300 \; ctl cbblock \; sh "$UNBIND" \; \
+tool "1100 pins whose callbacks block, GPU1 unbound" \
+	alloc A 1 2M \; ctl pinmany @A 0x10000 1100 \; ctl cbblock \; sh "$UNBIND" \; \
 	sh "$REVOKING" \; \
 	sh "nvrs-tool alloc X 0 2M > /tmp/exit.out 2>&1; echo \$? > /tmp/exit.rc" \; \
 	stats 0 \; sh "$EARLY" \; ctl cbrelease \; sh "$AFTER" \; ctl putmany
 after_unbind
-expect_eq "  one dmesg line says it gave up on all 300" 1 \
-	"$(dmesg_new | grep -c 'gave up after 10000 ms on 300 free callbacks, first of pin va 0x[0-9a-f]* len 0x10000 pid [0-9]*; its memory stays retired')"
+expect_eq "  one dmesg line says it gave up on all 1100" 1 \
+	"$(dmesg_new | grep -c 'gave up after 10000 ms on 1100 free callbacks, first of pin va 0x[0-9a-f]* len 0x10000 pid [0-9]*; its memory stays retired')"
 expect_eq "  a process on GPU0 allocated and exited meanwhile" 0 "$(cat /tmp/exit.rc 2>/dev/null)"
 check "  and its memory was back at once" grep -qE "^stats gpu 0 .* fb_used 0 " /tmp/tool.out
 expect_eq "  its release after exit did not wait" 0 \
 	"$(dmesg_new | grep -c 'release after exit still runs')"
 check "  every callback fired, none of the pins was left to put" \
-	grep -qx "putmany put 0 revoked 300" /tmp/tool.out
+	grep -qx "putmany put 0 revoked 1100" /tmp/tool.out
 rebind_unload
 
 # --- 3. A FREE of a P2PDMA allocation racing removal's walk ------------------
 # Allocation B's FREE blocks in a free callback, so removal's first wait gives
 # up after the bound; removal then sleeps before its walk (delay point 8) and
 # the FREE of P2PDMA allocation A starts meanwhile, sleeping (delay point 16)
-# between removing A's CPU mappings and letting go of A's struct pages.
-# Removal must not give the P2PDMA pool back (after which the kernel frees
-# the struct pages) while that FREE still holds and then reads them.
-load 24 5000
+# between removing A's CPU mappings and letting go of A's struct pages, and
+# again (64) between putting its references on them and reading them to see
+# that they are free. Removal must not give the P2PDMA pool back (after which
+# the kernel frees the struct pages once no page is held) while that FREE
+# still holds and then reads them.
+load 88 5000
 tool "a FREE of a P2PDMA allocation while GPU removal walks the allocations" \
 	alloc B 1 2M \; alloc A 1 2M p2pdma \; ctl pin 0 @B 0x10000 \; ctl cbblock \; \
 	bgfree B \; sh "$REVOKING" \; sh "$UNBIND" \; sh "$(delay_reached removal-walk 5000)" \; \
