@@ -58,37 +58,59 @@
 //! * Free callbacks of consumers run with **no** nvrs lock held: they may sleep and take their
 //!   own locks, and those locks may be held around calls into nvrs.
 //! * Nothing heavy runs in the MMU notifier's `release` (inside its SRCU read section): the
-//!   owner's exit only marks its VA space dead and queues `VaSpace::exit_work` on nvrs's work
+//!   owner's exit only marks its VA space dead and queues `VaSpace::exit_work` on nvrs's exit
 //!   queue, which releases the allocations (free callbacks, scrubbing). GPU removal never
 //!   flushes the queue (those releases are counted in `FbMemory::busy`, see below); module exit
 //!   drains it before freeing the registries.
 //! * No free callback runs in the thread that unbinds a GPU: removal takes the allocations out
-//!   and zaps their user mappings itself, and revokes the pins left in work items on the same
-//!   queue (`P2pPin::removal`, one per pin, so a callback that blocks holds up only its own pin),
-//!   queued under `PINS` (queueing neither sleeps nor allocates). It waits for the pins to end
-//!   by sleeping on `FbMemory::idle` with `FbMemory::busy` held only to check
-//!   `FbMemory::pin_ends`, which every pin bumps once it ended while its GPU was going away.
-//! * Nothing is allocated under a lock that `nvidia_p2p_get_pages()` takes (`VASPACES`,
-//!   `VaSpace::inner`, `Allocation::state`, `PINS`, `FbMemory::pmm` — the manager's own
-//!   metadata aside): registry nodes and pin objects are reserved before locking (allocated,
-//!   or a spare an ended pin left in the quarantine ring), page tables come from the
-//!   quarantine ring or are allocated with no lock held, an allocation lists its pins
+//!   and zaps their user mappings itself, and revokes the pins left in work items on a queue of
+//!   their own, the revocation queue (`P2pPin::removal`, one per pin, so a callback that blocks
+//!   holds up only its own pin, and blocked callbacks never hold up a process's exit work),
+//!   queued under `PINS` (queueing neither sleeps nor allocates). A queue runs a bounded number
+//!   of items at once, so a revocation queued behind blocked callbacks waits on the consumer as
+//!   much as they do (`P2pPin::queued`). Removal waits for the pins to end by sleeping on
+//!   `FbMemory::idle` with `FbMemory::busy` held only to check `FbMemory::pin_ends`, which
+//!   every pin bumps once it ended while its GPU was going away.
+//! * Nothing is allocated under the locks of the pin path (`nvidia_p2p_get_pages()` takes
+//!   `VASPACES`, `VaSpace::inner`, `Allocation::state`, `PINS`, `FbMemory::pmm` — the manager's
+//!   own metadata aside): registry nodes and pin objects are reserved before locking
+//!   (allocated, or a spare an ended pin left in the quarantine ring), page tables come from
+//!   the quarantine ring or are allocated with no lock held, an allocation lists its pins
 //!   intrusively (their links are in the pin object, `mem::holder::Held`), and `mmap` grows
-//!   its list of mapped inodes with the lock dropped. Zeroing (which may cover GiBs) runs with
-//!   no lock held.
+//!   its list of mapped inodes with the lock dropped; so a pin either fails before it changes
+//!   anything or succeeds. Zeroing (which may cover GiBs) runs with no lock held.
+//! * Three paths do allocate (`GFP_KERNEL`) under `Allocation::state`, because what they
+//!   allocate must be made while the allocation cannot change: the fault handler (the page
+//!   tables `vm_insert_page` / `vmf_insert_pfn_prot` may need), and compaction's move of a
+//!   piece (the copy's 64 KiB bounce buffer and `ioremap` of both ranges, `rust/helpers.c`
+//!   `nvrs_copy_mmio`, and the scrub's `ioremap_wc`). That is safe because memory reclaim
+//!   never calls into nvrs, so it cannot wait for a lock its allocator holds: nvrs registers
+//!   no shrinker; its only MMU notifier op is `release`, which runs at `exit_mmap` (not from
+//!   reclaim or the OOM reaper, which call `invalidate_range_start`) and only queues work; its
+//!   VMAs are `VM_PFNMAP` / `VM_MIXEDMAP` over device memory whose pages (frames, or ZONE_DEVICE
+//!   P2PDMA pages) are never on an LRU, so reclaim neither writes back nor unmaps them; and a
+//!   dma-buf importer's `move_notify` is not called by reclaim. An allocation that fails
+//!   there fails the fault (`SIGBUS` / `VM_FAULT_OOM`) or the move (the piece stays where it
+//!   was), never leaving state half-changed.
 //! * Teardown walks (GPU removal, VA-space teardown, pin draining) take one object out under the
 //!   locks, drop them, act on it, and start over: they never allocate and never call out while
 //!   holding a lock.
 //! * `FbMemory::gone` is set under `FbMemory::busy`, and GPU removal then waits until no
-//!   allocation, release or scrubbing is in flight (`FbMemory::enter`) before it walks the VA
-//!   spaces, pins and mappings. Pinning, mapping and faulting check `gone` under the lock the
-//!   walk takes for their collection (`Allocation::state`, `P2pPin::dma`), so nothing is added
-//!   behind the walk. An allocation leaves its GPU's list only by a release or by the walk
-//!   itself, and its VA space (FREE, VA-space teardown) only with its release counted in
-//!   `FbMemory::busy` under `VaSpace::inner` (`FbMemory::detach`, never refused); the walk counts
-//!   each allocation it pops the same way, and removal waits for those counts again after the
-//!   walk, so a release the walk cannot see any more still finishes before the aperture goes.
-//!   The one exception: releases and revocations blocked in a consumer's free callback are
-//!   waited for at most [`REMOVAL_WAIT`](crate::mem::fb::REMOVAL_WAIT) in all (counted under
-//!   `PINS`, with `FbMemory::busy` released); they touch the aperture no more afterwards and
-//!   their memory stays retired.
+//!   allocation, release or scrubbing is in flight (`FbMemory::enter`) before it walks the
+//!   allocations, pins and mappings. Pinning, mapping and faulting check `gone` under the lock
+//!   the walk takes for their collection (`Allocation::state`, `P2pPin::dma`), so nothing is
+//!   added behind the walk; an allocation being created joins its GPU's list only if the walk
+//!   has not passed (`FbMemory::walked`, set and read under `FbMemory::allocs`), and fails with
+//!   `-ENODEV` otherwise. Every release counts itself in `FbMemory::busy` as it starts
+//!   (`FbMemory::begin_release`, never refused), however it found its allocation (its owner's
+//!   FREE or VA-space teardown, or the walk), and only while it runs: a thread releasing many
+//!   allocations one after the other counts the one it is at, the others are still in the
+//!   GPU's list for the walk. Removal waits for those counts again after the walk, so a release
+//!   the walk cannot see any more still finishes before the aperture goes. The one exception:
+//!   a release that is revoking a pin, waiting for a consumer's free callback
+//!   (`InFlight::revoking`, counted in `FbMemory::busy`), is waited for at most
+//!   [`REMOVAL_WAIT`](crate::mem::fb::REMOVAL_WAIT), and only while every operation still in
+//!   flight is such a release; a creation, a scrub, or a P2PDMA release waiting for the block
+//!   layer to let go of its pages is always waited for, and callbacks that run for no
+//!   operation of the GPU's (a fault control's revocation) do not count. What removal gives up
+//!   on touches the aperture no more afterwards, and its memory stays retired.
