@@ -257,10 +257,12 @@ meta "production build: modinfo has its parameters (emulated) and no test_* or f
 	'modinfo -F parm "$DKMS_KO" | grep -q "^emulated:" && ! modinfo -F parm "$DKMS_KO" | grep -qE "^(test_|fault_)"'
 # dkms cleans its build area after the build, so the module itself is read:
 # rust/p2pdma.o's entry point is in it and rust/faults.o's are not.
+# (grep reads all of nm's output: grep -q would stop early, nm would die of
+# SIGPIPE, and pipefail would fail the check.)
 meta "production build: rust/p2pdma.o linked in, rust/faults.o not" \
-	'nm "$DKMS_KO" | grep -q " T nvrs_p2pdma_register$" && ! nm "$DKMS_KO" | grep -qE " T (nvrs_ticker_new|nvrs_pci_surprise_remove)$"'
+	'nm "$DKMS_KO" | grep " T nvrs_p2pdma_register$" >/dev/null && ! nm "$DKMS_KO" | grep -E " T (nvrs_ticker_new|nvrs_pci_surprise_remove)$" >/dev/null'
 meta "test build: rust/faults.o linked in" \
-	'nm "$ko" | grep -q " T nvrs_ticker_new$"'
+	'nm "$ko" | grep " T nvrs_ticker_new$" >/dev/null'
 meta "test build: modinfo has the test parameters" \
 	'modinfo -F parm "$ko" | grep -q "^test_delay_ms:" && modinfo -F parm "$ko" | grep -q "^fault_revoke_every_ms:"'
 record "production build" "$mp" "$mf"
