@@ -63,13 +63,10 @@ use crate::{
             Holder, //
         },
         p2pdma::FREE_WAIT_MS,
-        va::VA,
+        va, //
     },
     pmm::compact::Goal,
-    vaspace::range::{
-        RangeError,
-        Span, //
-    },
+    vaspace::range::Span,
 };
 
 /// The index an allocation is reachable from by VA: its process's VA space
@@ -216,14 +213,11 @@ impl Allocation {
             crate::testhook::delay(crate::testhook::Point::CreateScrub);
             backing.take_pages()?;
         }
-        let span = VA.lock().alloc(size).map_err(|e| match e {
-            RangeError::NoMemory | RangeError::Exhausted => ENOMEM,
-            RangeError::Invalid => EINVAL,
-        })?;
+        let span = va::alloc(size)?;
         let cpu = match CpuHandle::new() {
             Ok(cpu) => cpu,
             Err(e) => {
-                let _ = VA.lock().free(span.start());
+                let _ = va::free(span.start());
                 return Err(e);
             }
         };
@@ -255,7 +249,7 @@ impl Allocation {
         let a = match a {
             Ok(a) => a,
             Err(e) => {
-                let _ = VA.lock().free(span.start());
+                let _ = va::free(span.start());
                 return Err(e);
             }
         };
@@ -490,7 +484,7 @@ impl PinnedDrop for Allocation {
         // The memory went back at release (or goes back with `backing`, for an allocation that
         // never became reachable). The VAs are reused only now that no pin, dma-buf or live
         // CPU mapping refers to the allocation.
-        if VA.lock().free(self.span.start()).is_err() {
+        if va::free(self.span.start()).is_err() {
             pr_err!("VA {:#x} was not allocated\n", self.span.start());
         }
     }

@@ -4,45 +4,87 @@
 //! names one allocation at a time across all of nvrs. An allocation's VAs are freed when the
 //! [`Allocation`](super::Allocation) object goes (no pin, dma-buf or CPU mapping refers to it
 //! any more), and reused as late as possible ([`crate::vaspace::range`]).
+//!
+//! The live ranges are a red-black tree keyed by start, so GPU removal or a process's exit that
+//! frees n allocations costs O(n log n). A range's tree node is allocated before [`VA`] is taken
+//! ([`alloc`]) and freed after it is dropped ([`free`]).
 
-use kernel::prelude::*;
+use kernel::{
+    prelude::*,
+    rbtree::{
+        RBTree,
+        RBTreeNodeReservation, //
+    },
+};
 
 use crate::vaspace::range::{
     RangeError,
     Span,
-    SpanList,
+    SpanSet,
     VaAllocator, //
 };
 
-/// The live VA ranges, for the [`VaAllocator`].
-impl SpanList for KVVec<Span> {
-    fn len(&self) -> usize {
-        KVVec::len(self)
+/// The live VA ranges: start → length. `None` until the first range (`RBTree::new` is not
+/// `const`, and [`VA`]'s initial value must be).
+pub(crate) struct LiveSpans(Option<RBTree<u64, u64>>);
+
+/// The tree's node for one range.
+type Node = RBTreeNodeReservation<u64, u64>;
+
+impl LiveSpans {
+    /// No ranges.
+    const fn new() -> Self {
+        Self(None)
+    }
+}
+
+/// A tree entry as a [`Span`] (every entry was one when it was inserted).
+fn span((start, len): (&u64, &u64)) -> Option<Span> {
+    Span::new(*start, *len)
+}
+
+impl SpanSet for LiveSpans {
+    type Slot = Node;
+
+    fn first_from(&self, at: u64) -> Option<Span> {
+        span(self.0.as_ref()?.cursor_lower_bound(&at)?.current())
     }
 
-    fn get(&self, i: usize) -> Option<Span> {
-        <[Span]>::get(self, i).copied()
+    fn last_below(&self, at: u64) -> Option<Span> {
+        let tree = self.0.as_ref()?;
+        match tree.cursor_lower_bound(&at) {
+            Some(c) => span(c.peek_prev()?),
+            // Every range starts below `at`.
+            None => span(tree.cursor_back()?.current()),
+        }
     }
 
-    fn insert(&mut self, i: usize, s: Span) -> Result<(), RangeError> {
-        self.insert_within_capacity(i, s).or_else(|_| {
-            self.reserve(1, GFP_KERNEL)
-                .map_err(|_| RangeError::NoMemory)?;
-            self.insert_within_capacity(i, s)
-                .map_err(|_| RangeError::NoMemory)
-        })
+    fn insert(&mut self, slot: Node, s: Span) {
+        let tree = self.0.get_or_insert_with(RBTree::new);
+        // No range starts at `s.start()` (ranges do not overlap), so nothing is replaced.
+        drop(tree.insert(slot.into_node(s.start(), s.len())));
     }
 
-    fn remove(&mut self, i: usize) -> Option<Span> {
-        KVVec::remove(self, i).ok()
+    fn remove(&mut self, start: u64) -> Option<Node> {
+        Some(self.0.as_mut()?.remove_node(&start)?.into_reservation())
+    }
+}
+
+/// The errno of a refused range.
+impl From<RangeError> for Error {
+    fn from(e: RangeError) -> Self {
+        match e {
+            RangeError::Exhausted => ENOMEM,
+            RangeError::Invalid => EINVAL,
+        }
     }
 }
 
 kernel::sync::global_lock! {
     // SAFETY: `init` is called from the module initialiser, before `/dev/nvrs` is
     // registered and so before any other use.
-    pub(crate) unsafe(uninit) static VA: Mutex<VaAllocator<KVVec<Span>>> =
-        VaAllocator::new(KVVec::new());
+    pub(crate) unsafe(uninit) static VA: Mutex<VaAllocator<LiveSpans>> =
+        VaAllocator::new(LiveSpans::new());
 }
 
 /// Initialises the VA allocator, whose space is shrunk to `va_space_size` bytes if non-zero (the
@@ -53,9 +95,23 @@ pub(crate) fn init(va_space_size: u64) {
     VA.lock().set_size(va_space_size);
 }
 
+/// Reserves `len` bytes of GPU VA (a non-zero multiple of 64 KiB); the tree node is allocated
+/// before the lock is taken.
+pub(crate) fn alloc(len: u64) -> Result<Span> {
+    let node = Node::new(GFP_KERNEL)?;
+    Ok(VA.lock().alloc(len, node)?)
+}
+
+/// Returns the range starting at `start` for reuse; its node is freed after the lock.
+pub(crate) fn free(start: u64) -> Result {
+    let node = VA.lock().free(start)?;
+    drop(node);
+    Ok(())
+}
+
 /// Frees the VA allocator's memory at module exit (every allocation is gone by then).
 pub(crate) fn fini() {
-    let va = core::mem::replace(&mut *VA.lock(), VaAllocator::new(KVVec::new()));
+    let va = core::mem::replace(&mut *VA.lock(), VaAllocator::new(LiveSpans::new()));
     drop(va);
 }
 

@@ -15,8 +15,8 @@
 //! `nvidia_p2p_get_pages()` takes a VA and a length from a foreign driver; [`check_p2p_range`]
 //! and [`Span::contains`] decide whether they describe 64 KiB pages inside one allocation.
 //!
-//! This module is pure (no `kernel::`), so it is also tested on the host; the sorted list of live
-//! ranges is a [`SpanList`] (a `KVVec` in the kernel, a `Vec` on the host).
+//! This module is pure (no `kernel::`), so it is also tested on the host; the live ranges are a
+//! [`SpanSet`] (an `RBTree` in the kernel, a `BTreeMap` on the host).
 
 use crate::hwref::{
     P2P_PAGE_SIZE,
@@ -36,8 +36,6 @@ pub(crate) enum RangeError {
     Invalid,
     /// The VA space is exhausted.
     Exhausted,
-    /// No memory for the list of live ranges.
-    NoMemory,
 }
 
 /// A range of GPU VAs: `[start, start + len)`, never empty, never overflowing.
@@ -87,23 +85,29 @@ pub(crate) fn check_p2p_range(va: u64, len: u64) -> Result<Span, RangeError> {
     Span::new(va, len).ok_or(RangeError::Invalid)
 }
 
-/// The live ranges of a [`VaAllocator`], sorted by start. Implemented over the kernel's and the
-/// host's vectors.
-pub(crate) trait SpanList {
-    /// Number of ranges.
-    fn len(&self) -> usize;
-    /// The `i`-th range.
-    fn get(&self, i: usize) -> Option<Span>;
-    /// Inserts `s` at `i`; `Err` if memory for it cannot be had.
-    fn insert(&mut self, i: usize, s: Span) -> Result<(), RangeError>;
-    /// Removes the `i`-th range.
-    fn remove(&mut self, i: usize) -> Option<Span>;
+/// The live ranges of a [`VaAllocator`], ordered by start, in a balanced tree (the kernel's
+/// `RBTree`, the host's `BTreeMap`): each operation is O(log n), so releasing n allocations in
+/// any order (GPU removal, a process's exit) costs O(n log n). The tree's memory for a range
+/// comes as a [`SpanSet::Slot`], taken before the allocator's lock and given back after it.
+pub(crate) trait SpanSet {
+    /// Memory for one range.
+    type Slot;
+    /// The range with the lowest start at or above `at`.
+    fn first_from(&self, at: u64) -> Option<Span>;
+    /// The range with the highest start below `at`.
+    fn last_below(&self, at: u64) -> Option<Span>;
+    /// Adds `s`, which overlaps no range, in the memory of `slot`.
+    fn insert(&mut self, slot: Self::Slot, s: Span);
+    /// Removes the range that starts at `start`, giving back its memory.
+    fn remove(&mut self, start: u64) -> Option<Self::Slot>;
 }
 
 /// Hands out GPU VAs, next-fit over the gaps between live ranges.
 #[derive(Debug)]
 pub(crate) struct VaAllocator<L> {
     live: L,
+    /// Number of live ranges.
+    count: usize,
     /// Where the next search starts: the end of the last allocation.
     cursor: u64,
     /// One past the highest VA handed out.
@@ -112,11 +116,12 @@ pub(crate) struct VaAllocator<L> {
     wraps: u64,
 }
 
-impl<L: SpanList> VaAllocator<L> {
+impl<L: SpanSet> VaAllocator<L> {
     /// An allocator over `[VA_BASE, VA_LIMIT)` whose live ranges are kept in `live` (empty).
     pub(crate) const fn new(live: L) -> Self {
         Self {
             live,
+            count: 0,
             cursor: VA_BASE,
             limit: VA_LIMIT,
             wraps: 0,
@@ -126,14 +131,14 @@ impl<L: SpanList> VaAllocator<L> {
     /// Shrinks the space to `[VA_BASE, VA_BASE + size)` (tests exercise reuse with it); only
     /// before the first allocation. Sizes outside `(0, VA_LIMIT - VA_BASE]` are ignored.
     pub(crate) fn set_size(&mut self, size: u64) {
-        if self.live.len() == 0 && size > 0 && size <= VA_LIMIT - VA_BASE {
+        if self.count == 0 && size > 0 && size <= VA_LIMIT - VA_BASE {
             self.limit = VA_BASE + size;
         }
     }
 
     /// Number of live ranges.
     pub(crate) fn live(&self) -> usize {
-        self.live.len()
+        self.count
     }
 
     /// Times the search wrapped around.
@@ -141,45 +146,28 @@ impl<L: SpanList> VaAllocator<L> {
         self.wraps
     }
 
-    /// Index of the first live range that ends after `at`.
-    fn first_ending_after(&self, at: u64) -> usize {
-        let (mut lo, mut hi) = (0, self.live.len());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            match self.live.get(mid) {
-                Some(s) if s.end() <= at => lo = mid + 1,
-                _ => hi = mid,
-            }
-        }
-        lo
-    }
-
-    /// The first aligned gap of `len` bytes in `[from, to)`, and the index to insert it at.
-    fn find_gap(&self, from: u64, to: u64, len: u64, align: u64) -> Option<(u64, usize)> {
-        let mut i = self.first_ending_after(from);
+    /// The first aligned gap of `len` bytes in `[from, to)`; O(log n) per live range it passes.
+    fn find_gap(&self, from: u64, to: u64, len: u64, align: u64) -> Option<u64> {
         let mut at = from;
+        // A range that starts below `from` may still cover it.
+        if let Some(s) = self.live.last_below(at).filter(|s| s.end() > at) {
+            at = s.end();
+        }
         while at < to {
-            let next = self.live.get(i);
-            if let Some(s) = next.filter(|s| s.start() <= at) {
-                // `at` lies inside (or at the start of) a live range: skip past it.
-                at = s.end();
-                i += 1;
-                continue;
-            }
+            let next = self.live.first_from(at);
             let gap_end = next.map_or(to, |s| s.start().min(to));
             let start = at.checked_next_multiple_of(align)?;
             if start.checked_add(len)? <= gap_end {
-                return Some((start, i));
+                return Some(start);
             }
             at = next?.end();
-            i += 1;
         }
         None
     }
 
-    /// Reserves `len` bytes (a non-zero multiple of 64 KiB): at a 2 MiB-aligned VA from 2 MiB
-    /// on, at a 64 KiB-aligned one below.
-    pub(crate) fn alloc(&mut self, len: u64) -> Result<Span, RangeError> {
+    /// Reserves `len` bytes (a non-zero multiple of 64 KiB), kept in the memory of `slot`: at a
+    /// 2 MiB-aligned VA from 2 MiB on, at a 64 KiB-aligned one below.
+    pub(crate) fn alloc(&mut self, len: u64, slot: L::Slot) -> Result<Span, RangeError> {
         if len == 0 || len % P2P_PAGE_SIZE != 0 {
             return Err(RangeError::Invalid);
         }
@@ -198,22 +186,18 @@ impl<L: SpanList> VaAllocator<L> {
                 f
             }
         };
-        let (start, at) = found.ok_or(RangeError::Exhausted)?;
+        let start = found.ok_or(RangeError::Exhausted)?;
         let span = Span::new(start, len).ok_or(RangeError::Exhausted)?;
-        self.live.insert(at, span)?;
+        self.live.insert(slot, span);
+        self.count += 1;
         self.cursor = span.end();
         Ok(span)
     }
 
-    /// Returns the range starting at `start` for reuse.
-    pub(crate) fn free(&mut self, start: u64) -> Result<(), RangeError> {
-        let i = self.first_ending_after(start);
-        match self.live.get(i) {
-            Some(s) if s.start() == start => {
-                self.live.remove(i);
-                Ok(())
-            }
-            _ => Err(RangeError::Invalid),
-        }
+    /// Returns the range starting at `start` for reuse, and the memory it was kept in.
+    pub(crate) fn free(&mut self, start: u64) -> Result<L::Slot, RangeError> {
+        let slot = self.live.remove(start).ok_or(RangeError::Invalid)?;
+        self.count -= 1;
+        Ok(slot)
     }
 }

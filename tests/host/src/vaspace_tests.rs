@@ -3,6 +3,7 @@
 //! Host tests of GPU VA ranges.
 
 use crate::vaspace::range::{check_p2p_range, RangeError, Span, VaAllocator, VA_BASE, VA_LIMIT};
+use crate::vaspace::LiveSpans;
 
 const K64: u64 = 64 << 10;
 const M2: u64 = 2 << 20;
@@ -56,17 +57,17 @@ fn spans_contain() {
     assert!(Span::new(u64::MAX, 2).is_none());
 }
 
-fn new_va() -> VaAllocator<Vec<Span>> {
-    VaAllocator::new(Vec::new())
+fn new_va() -> VaAllocator<LiveSpans> {
+    VaAllocator::new(LiveSpans::default())
 }
 
 #[test]
 fn va_allocator_aligns_and_packs() {
     let mut va = new_va();
-    let a = va.alloc(K64).unwrap();
-    let b = va.alloc(3 * M2 + K64).unwrap();
-    let c = va.alloc(K64).unwrap();
-    let d = va.alloc(K64).unwrap();
+    let a = va.alloc(K64, ()).unwrap();
+    let b = va.alloc(3 * M2 + K64, ()).unwrap();
+    let c = va.alloc(K64, ()).unwrap();
+    let d = va.alloc(K64, ()).unwrap();
     assert_eq!(a.start(), VA_BASE);
     assert_eq!(b.start(), VA_BASE + M2, "2 MiB and larger: 2 MiB aligned");
     assert_eq!(
@@ -76,31 +77,54 @@ fn va_allocator_aligns_and_packs() {
     );
     assert_eq!(d.start(), c.end());
     assert!(a.end() <= b.start() && b.end() <= c.start());
-    assert_eq!(va.alloc(0), Err(RangeError::Invalid));
-    assert_eq!(va.alloc(4096), Err(RangeError::Invalid));
-    assert_eq!(va.alloc(VA_LIMIT), Err(RangeError::Exhausted));
+    assert_eq!(va.alloc(0, ()), Err(RangeError::Invalid));
+    assert_eq!(va.alloc(4096, ()), Err(RangeError::Invalid));
+    assert_eq!(va.alloc(VA_LIMIT, ()), Err(RangeError::Exhausted));
     // The failed requests consumed nothing.
-    assert_eq!(va.alloc(K64).unwrap().start(), d.end());
+    assert_eq!(va.alloc(K64, ()).unwrap().start(), d.end());
 }
 
 #[test]
 fn va_allocator_reuses_next_fit() {
     let mut va = new_va();
     va.set_size(8 * M2);
-    let a = va.alloc(M2).unwrap();
-    let b = va.alloc(M2).unwrap();
+    let a = va.alloc(M2, ()).unwrap();
+    let b = va.alloc(M2, ()).unwrap();
     va.free(a.start()).unwrap();
     assert_eq!(va.free(a.start()), Err(RangeError::Invalid), "double free");
     // Next-fit: the freed range is not handed out again before the space wraps.
-    let c = va.alloc(M2).unwrap();
+    let c = va.alloc(M2, ()).unwrap();
     assert_eq!(c.start(), b.end());
-    let rest: Vec<_> = (0..5).map(|_| va.alloc(M2).unwrap()).collect();
+    let rest: Vec<_> = (0..5).map(|_| va.alloc(M2, ()).unwrap()).collect();
     assert_eq!(rest.last().unwrap().end(), VA_BASE + 8 * M2);
     assert_eq!(va.wraps(), 0);
     // Now it wraps to the only free range.
-    assert_eq!(va.alloc(M2).unwrap().start(), a.start());
+    assert_eq!(va.alloc(M2, ()).unwrap().start(), a.start());
     assert_eq!(va.wraps(), 1);
-    assert_eq!(va.alloc(K64), Err(RangeError::Exhausted));
+    assert_eq!(va.alloc(K64, ()), Err(RangeError::Exhausted));
+}
+
+/// GPU removal and a process's exit free allocations in creation order (lowest VA first); GPU
+/// removal may also go from the newest. Either way every range goes, and the whole space is
+/// one gap again.
+#[test]
+fn va_allocator_frees_in_creation_and_reverse_order() {
+    for reverse in [false, true] {
+        let mut va = new_va();
+        va.set_size(10_000 * K64);
+        let mut spans: Vec<Span> = (0..10_000).map(|_| va.alloc(K64, ()).unwrap()).collect();
+        assert_eq!(va.alloc(K64, ()), Err(RangeError::Exhausted), "full");
+        if reverse {
+            spans.reverse();
+        }
+        for (i, s) in spans.iter().enumerate() {
+            va.free(s.start()).unwrap();
+            assert_eq!(va.live(), spans.len() - i - 1);
+        }
+        assert_eq!(va.free(spans[0].start()), Err(RangeError::Invalid));
+        let all = va.alloc(10_000 * K64, ()).unwrap();
+        assert_eq!(all.start(), VA_BASE, "reverse {reverse}: one gap again");
+    }
 }
 
 /// The defect this allocator fixes: a bump allocator over 2^47 bytes ran out after about 930
@@ -109,10 +133,10 @@ fn va_allocator_reuses_next_fit() {
 fn va_allocator_alloc_free_loop_of_an_h200_never_runs_out() {
     const H200: u64 = 141 << 30;
     let mut va = new_va();
-    let keep = va.alloc(K64).unwrap();
+    let keep = va.alloc(K64, ()).unwrap();
     for i in 0..10_000 {
         let s = va
-            .alloc(H200)
+            .alloc(H200, ())
             .unwrap_or_else(|e| panic!("iteration {i}: {e:?}"));
         assert!(s.start() >= keep.end() || s.end() <= keep.start());
         va.free(s.start()).unwrap();
@@ -144,7 +168,7 @@ fn va_allocator_random_never_overlaps() {
         } else {
             (1 + r % 16) * K64
         };
-        match va.alloc(len) {
+        match va.alloc(len, ()) {
             Ok(s) => {
                 assert!(s.end() <= VA_BASE + 64 * M2);
                 assert!(live
