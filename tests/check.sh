@@ -217,6 +217,13 @@ vm() {
 		f=1
 	fi
 	record "vm $name" "$p" "$f" "${s:-0}"
+	# What failed, by name, under the step's summary line (at most 10 lines).
+	if [ "$f" -ne 0 ]; then
+		local why
+		while IFS= read -r why; do
+			SUMMARY+=("     $why")
+		done < <(grep -E '^(FAIL |  [a-z0-9_-]+: not ok )' "$log" | head -n 10)
+	fi
 }
 
 KUNIT=(--expect-suite nvrs_ident --expect-suite nvrs_emu_identity --expect-suite nvrs_gpus

@@ -226,7 +226,7 @@ def parse_console(text):
     each time its module is loaded; cases are counted from its first run, and a failure in any
     later run still counts as a failure. Cases that report "# SKIP" neither pass nor fail, but
     are counted (from the first run) so that the result lines show them.
-    scenarios: {name: [passed, failed, finished]} from "nvrs-tap:" lines.
+    scenarios: {name: [passed, failed, finished, failed checks]} from "nvrs-tap:" lines.
     """
     suites, scenarios, problems = {}, {}, []
     subtest_at, rerun = {}, {}
@@ -238,13 +238,13 @@ def parse_console(text):
             body = line[len("nvrs-tap:"):].strip()
             m = re.match(r"^begin (\S+)", body)
             if m:
-                scenarios[m.group(1)] = [0, 0, False]
+                scenarios[m.group(1)] = [0, 0, False, []]
                 current = m.group(1)
                 continue
             m = re.match(r"^done (\d+)$", body)
             if m and scenarios:
                 # Every numbered result must have been read (none lost in interleaved output).
-                p, f, _ = scenarios[current]
+                p, f = scenarios[current][:2]
                 scenarios[current][2] = p + f == int(m.group(1))
                 continue
             if re.match(r"^end (\S+)", body):
@@ -253,6 +253,8 @@ def parse_console(text):
             if m and scenarios:
                 cur = scenarios[current]
                 cur[0 if m.group(2) == "ok" else 1] += 1
+                if m.group(2) != "ok":
+                    cur[3].append(f"not ok {m.group(3)} - {m.group(4)}")
             continue
         m = SUBTEST.match(line)
         if m:
@@ -538,10 +540,12 @@ def main():
             lines.append(f"FAIL kunit {name}: did not run")
             failed += 1
     for name in args.scenario:
-        p, f, done = scenarios.get(name, [0, 0, False])
+        p, f, done, which = scenarios.get(name, [0, 0, False, []])
         good = f == 0 and done and p > 0
         why = "" if done else " (did not reach done_testing)"
         lines.append(f"{'PASS' if good else 'FAIL'} scenario {name}: {p} passed, {f} failed{why}")
+        # The failed checks by name: CI keeps only the end of the output.
+        lines.extend(f"  {name}: {w}" for w in which[:5])
         passed, failed = passed + p, failed + f + (0 if good or f else 1)
     if "p2p" in args.scenario and not host_results:
         host_results = [("backing files: the p2p scenario logged no DMA to check", False)]
