@@ -29,7 +29,7 @@
  *                          never puts it. The other pins' callbacks leave
  *                          the table to a later put (putold, stalekeep)
  *   pinmany VA LEN N       N more pins of [VA, VA + LEN) outside the slots
- *                          (at most 1024 in all), each with a callback that
+ *                          (at most 2048 in all), each with a callback that
  *                          counts and blocks as the slots' do (cbblock)
  *   putmany                put the pins of pinmany that were not revoked;
  *                          "putmany put P revoked R"
