@@ -138,10 +138,11 @@ def qemu_command(args, kernel, initrd, gpus, storage=None):
     iommu = args.iommu == "on"
     cmd = ["qemu-system-x86_64", "-machine", "q35" + (",kernel-irqchip=split" if args.kvm else ""),
            "-accel", "kvm" if args.kvm else "tcg", "-m", str(args.mem), "-smp", "2",
-           "-nographic", "-no-reboot", "-nodefaults", "-serial", "stdio",
+           "-nographic", "-no-reboot", "-nodefaults", "-serial", "mon:stdio",
            "-kernel", kernel, "-initrd", initrd,
            "-append", "console=ttyS0 panic=-1 oops=panic loglevel=7 "
-                      + ("intel_iommu=on iommu.strict=1 " if iommu else "intel_iommu=off ")
+                      + (f"intel_iommu=on iommu.strict={1 if args.iommu_mode == 'strict' else 0} "
+                         if iommu else "intel_iommu=off ")
                       + args.append]
     if args.plugin:
         cmd += ["-plugin", args.plugin]
@@ -414,6 +415,12 @@ def main():
                          "switch, or behind a root port of its own")
     ap.add_argument("--iommu", choices=["on", "off"], default="on",
                     help="emulated Intel IOMMU (default on): DMA through IOVAs, or bus addresses")
+    ap.add_argument("--stall", type=int, default=600,
+                    help="seconds without console output after which the VM counts as hung "
+                         "(0: only --timeout)")
+    ap.add_argument("--iommu-mode", choices=["strict", "lazy"], default="strict",
+                    help="the guest's IOMMU invalidation (default strict, iommu.strict=1: every "
+                         "unmap invalidates at once; lazy, Debian's default: batched)")
     ap.add_argument("--expect-suite", action="append", default=[], help="KUnit suite that must run")
     ap.add_argument("--mem", type=int, default=1024, help="guest MiB")
     ap.add_argument("--mem-prealloc", action="store_true",
@@ -454,7 +461,8 @@ def main():
                             boot42=0x0F0A1000))
         env = {"NVRS_GPUS": str(len(specs)), "NVRS_BAD_GPUS": "1" if args.bad_gpus else "0",
                "NVRS_TOPOLOGY": args.topology, "NVRS_NVLINK": "1" if args.nvlink else "0",
-               "NVRS_IOMMU": args.iommu, "NVRS_NVME": args.nvme,
+               "NVRS_IOMMU": args.iommu, "NVRS_IOMMU_MODE": args.iommu_mode,
+               "NVRS_NVME": args.nvme,
                "NVRS_CHIPS": " ".join(parse_gpu_spec(s)[0] for s in specs)}
         # Knobs of the fuzz and soak scenarios pass through from the host.
         env.update({k: v for k, v in os.environ.items()
@@ -477,6 +485,8 @@ def main():
         backing = BackingCheck(gpus, storage)
         chunks, hung, pending = [], False, ""
         deadline = start + args.timeout
+        last_output = start
+        kill_at = 0.0
         os.set_blocking(proc.stdout.fileno(), False)
         while True:
             try:
@@ -502,8 +512,20 @@ def main():
                 break
             else:
                 time.sleep(0.05)
-            if time.time() > deadline:
+            now = time.time()
+            if data:
+                last_output = now
+            if not hung and (now > deadline or (args.stall and now - last_output > args.stall)):
+                # Hung: before the VM is killed, the kernel lists its blocked tasks and the
+                # CPUs' stacks (a break on the serial line, then SysRq w and l).
                 hung = True
+                chunks.append(f"\nvm-runner: no progress ({'timeout' if now > deadline else 'no output for %d s' % args.stall}), asking for SysRq w and l\n")
+                for key in (b"w", b"l"):
+                    proc.stdin.write(b"\x01b" + key)
+                    proc.stdin.flush()
+                    time.sleep(1)
+                kill_at = now + 15
+            if hung and now > kill_at:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 break
@@ -572,7 +594,7 @@ def main():
                      f"kmemleak ({said[-1] if said else 'the VM never got to it'})")
         failed += 1
     if hung:
-        lines.append(f"FAIL vm: no power-off within {args.timeout} s (hang)")
+        lines.append(f"FAIL vm: hung (no power-off within {args.timeout} s, or no output for {args.stall} s); the blocked tasks are in the log")
         failed += 1
     for p in problems[:10]:
         lines.append(f"FAIL kernel: {p}")
