@@ -63,6 +63,16 @@ spread() {
 		print (n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2), v[0], v[n - 1] }'
 }
 
+# paired NVRS ANCHOR: the fields of the per-round ratios anchor / nvrs of two
+# files of one number a line (round i of each side on line i): their median
+# and smallest and largest, "ratio_paired=R ratio_paired_min=LO
+# ratio_paired_max=HI"; nothing unless both have the same number of rounds.
+paired() {
+	[ -s "$1" ] && [ "$(wc -l <"$1")" = "$(wc -l <"$2")" ] || return 0
+	paste "$1" "$2" | awk '$1 > 0 { print $2 / $1 }' | spread |
+		awk 'NF == 3 { printf "ratio_paired=%.2f ratio_paired_min=%.2f ratio_paired_max=%.2f", $1, $2, $3 }'
+}
+
 # minmax SIDE MIN MAX: the spread fields of one side.
 minmax() {
 	awk -v s="$1" -v lo="$2" -v hi="$3" 'BEGIN {
@@ -86,19 +96,23 @@ pin() {
 	[ -n "$5" ] && pin_size=$5
 	nvrs-tool alloc A 0 1G \; anon U $pin_size \
 		$(rounds "ctl benchpin @A $3 $4 $5" "ctl benchgup @U $3 $4 $5") >/tmp/b.txt 2>&1
-	pin_n=$(sed -n 's/^benchpin len [0-9]* ns_per_op \([0-9]*\) .*/\1/p' /tmp/b.txt | spread)
-	pin_a=$(sed -n 's/^benchgup len [0-9]* ns_per_op \([0-9]*\) .*/\1/p' /tmp/b.txt | spread)
+	sed -n 's/^benchpin len [0-9]* ns_per_op \([0-9]*\) .*/\1/p' /tmp/b.txt >/tmp/b.nvrs
+	sed -n 's/^benchgup len [0-9]* ns_per_op \([0-9]*\) .*/\1/p' /tmp/b.txt >/tmp/b.anchor
+	pin_n=$(spread </tmp/b.nvrs)
+	pin_a=$(spread </tmp/b.anchor)
+	pin_paired=$(paired /tmp/b.nvrs /tmp/b.anchor)
 	pin_shape=$(sed -n 's/^benchpin len [0-9]* ns_per_op [0-9]* entries \([0-9]*\) runs \([0-9]*\)/\1 \2/p' \
 		/tmp/b.txt | sed -n 1p)
 	pin_pages=$(sed -n 's/^benchgup len [0-9]* ns_per_op [0-9]* pages \([0-9]*\)/\1/p' /tmp/b.txt |
 		sed -n 1p)
 	check "p2p pin $1 measured" test -n "$pin_n" -a -n "$pin_a" -a -n "$pin_shape" \
-		-a -n "$pin_pages" -a "$(grep -c '^FAIL' /tmp/b.txt)" = 0
-	[ -n "$pin_n" ] && [ -n "$pin_a" ] && [ -n "$pin_shape" ] && [ -n "$pin_pages" ] || return 0
+		-a -n "$pin_pages" -a -n "$pin_paired" -a "$(grep -c '^FAIL' /tmp/b.txt)" = 0
+	[ -n "$pin_n" ] && [ -n "$pin_a" ] && [ -n "$pin_shape" ] && [ -n "$pin_pages" ] &&
+		[ -n "$pin_paired" ] || return 0
 	set -- "$1" "$3" $pin_n $pin_a $pin_shape $pin_pages
 	# $1 name, $2 bytes, $3-$5 nvrs median min max, $6-$8 anchor median
 	# min max, $9 entries, $10 runs, $11 anchor entries.
-	line "$1" "$3" "$6" "rounds=$ROUNDS $(minmax nvrs $4 $5) $(minmax anchor $7 $8) $(
+	line "$1" "$3" "$6" "rounds=$ROUNDS $pin_paired $(minmax nvrs $4 $5) $(minmax anchor $7 $8) $(
 		awk -v n="$3" -v a="$6" -v len="$(($2))" -v e="$9" -v r="${10}" -v p="${11}" 'BEGIN {
 		printf "entries=%d runs=%d anchor_entries=%d ns_per_run=%.1f nvrs_ns_per_entry=%.1f anchor_ns_per_entry=%.2f nvrs_ns_per_mib=%.1f anchor_ns_per_mib=%.1f",
 		       e, r, p, n / r, n / e, a / p, n * 1048576 / len, a * 1048576 / len }')"
@@ -140,18 +154,21 @@ for spec in "64K 0x10000 2000" "2M 0x200000 200" "16M 0x1000000 20" \
 	nvrs-tool alloc A 0 1G \; ctl pin 0 @A $2 \
 		$(rounds "ctl benchmap 0 $3 nvrs" "ctl benchmap 0 $3 runs ; ctl benchmap 0 $3 pages") \
 		\; ctl put 0 >/tmp/b.txt 2>&1
-	n=$(sed -n 's/^benchmap len [0-9]* what nvrs ns_per_op \([0-9]*\) .*/\1/p' /tmp/b.txt | spread)
-	r=$(sed -n 's/^benchmap len [0-9]* what runs ns_per_op \([0-9]*\) .*/\1/p' /tmp/b.txt | spread)
+	sed -n 's/^benchmap len [0-9]* what nvrs ns_per_op \([0-9]*\) .*/\1/p' /tmp/b.txt >/tmp/b.nvrs
+	sed -n 's/^benchmap len [0-9]* what runs ns_per_op \([0-9]*\) .*/\1/p' /tmp/b.txt >/tmp/b.anchor
+	n=$(spread </tmp/b.nvrs)
+	r=$(spread </tmp/b.anchor)
+	pr=$(paired /tmp/b.nvrs /tmp/b.anchor)
 	p=$(sed -n 's/^benchmap len [0-9]* what pages ns_per_op \([0-9]*\) .*/\1/p' /tmp/b.txt | spread)
 	shape=$(sed -n 's/^benchmap len [0-9]* what nvrs ns_per_op [0-9]* entries \([0-9]*\) runs \([0-9]*\)/\1 \2/p' \
 		/tmp/b.txt | sed -n 1p)
 	check "dma map $1 measured" test -n "$n" -a -n "$r" -a -n "$p" -a -n "$shape" \
-		-a "$(grep -c '^FAIL' /tmp/b.txt)" = 0
-	[ -n "$n" ] && [ -n "$r" ] && [ -n "$p" ] && [ -n "$shape" ] || continue
+		-a -n "$pr" -a "$(grep -c '^FAIL' /tmp/b.txt)" = 0
+	[ -n "$n" ] && [ -n "$r" ] && [ -n "$p" ] && [ -n "$shape" ] && [ -n "$pr" ] || continue
 	set -- "$1" $n $r $p $shape
 	# $2-$4 nvrs median min max, $5-$7 per-run anchor, $8-$10 per-64K
 	# anchor, $11 entries, $12 runs.
-	line "p2p_dma_map_$1_iommu" "$2" "$5" "rounds=$ROUNDS $(minmax nvrs $3 $4) $(minmax anchor $6 $7) $(
+	line "p2p_dma_map_$1_iommu" "$2" "$5" "rounds=$ROUNDS $pr $(minmax nvrs $3 $4) $(minmax anchor $6 $7) $(
 		awk -v n="$2" -v p="$8" -v lo="$9" -v hi="${10}" -v e="${11}" -v r="${12}" 'BEGIN {
 		printf "anchor_per64k=%.1fns ratio_per64k=%.2f anchor_per64k_min=%.1fns anchor_per64k_max=%.1fns entries=%d runs=%d ns_per_entry=%.1f ns_per_run=%.1f",
 		       p, (n > 0 ? p / n : 0), lo, hi, e, r, n / e, n / r }')"

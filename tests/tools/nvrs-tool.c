@@ -16,7 +16,15 @@
  *                              (PID as this process's PID namespace sees it)
  *   alloc SLOT GPU SIZE [contig] [zero]
  *   free SLOT                  free the allocation in SLOT
- *   many GPU N                 N allocations of 64 KiB on GPU, kept (no slot)
+ *   many GPU N [map]           N allocations of 64 KiB on GPU, kept (no slot);
+ *                              with map, each mapped and its first page read
+ *   holes GPU SIZE             SIZE allocations until GPU's memory runs out,
+ *                              every other one freed (kept until exit)
+ *   exitbench GPU N PROCS [map]
+ *                              PROCS children hold N allocations of 64 KiB
+ *                              in all (as many), then exit: "exitbench ns T",
+ *                              the time from letting them go to the last
+ *                              reaped (the release by process exit)
  *   freeva VA                  NVRS_IOCTL_FREE of a raw VA
  *   raw CMD HEX_ARG            an ioctl with an arbitrary number and pointer
  *   ctl TEXT                   write TEXT to the consumer, print its reply
@@ -38,7 +46,8 @@
  *                              thread; join waits and returns its result
  *   bgclose                    close /dev/nvrs in a background thread (the
  *                              last close releases every allocation; join
- *                              waits); later commands open it again
+ *                              waits), going on once the descriptor is
+ *                              closed; later commands open it again
  *   tombflood GPU SIZE N S     N x (allocate SIZE, the consumer pins its first
  *                              64 KiB into slot S with NVIDIA's protocol
  *                              (nvpin: the free callback frees the table, no
@@ -707,6 +716,139 @@ static int map_all(int s)
 	return 0;
 }
 
+static uint64_t now_ns(void);
+
+/*
+ * many: n allocations of 64 KiB on gpu, kept until the process exits; with
+ * map, each is mapped for the CPU and its first page touched.
+ */
+static int many(int gpu, int n, int map)
+{
+	int k;
+
+	for (k = 0; k < n; k++) {
+		struct nvrs_alloc a = { .gpu = gpu, .size = 1 << 16 };
+		volatile uint8_t *m;
+
+		if (ioctl(fd, NVRS_IOCTL_ALLOC, &a))
+			return -errno;
+		if (!map)
+			continue;
+		m = mmap(NULL, a.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, a.va);
+		if (m == MAP_FAILED)
+			return -errno;
+		(void)m[0];
+	}
+	return 0;
+}
+
+/*
+ * exit_bench: procs children each make n / procs allocations as "many" does
+ * (mapped with map) and wait; the time from letting them go to the last one
+ * reaped is their memory's release by process exit, printed as
+ * "exitbench ns T". Every child must have allocated, and every one must exit
+ * with status 0.
+ */
+static int exit_bench(int gpu, int n, int procs, int map)
+{
+	int ready[2], go[2], i, bad = 0;
+	pid_t pid[16];
+	uint64_t t0;
+	char c;
+
+	if (procs < 1 || procs > 16 || n < 0 || pipe(ready) || pipe(go))
+		return -EINVAL;
+	fflush(stdout);
+	for (i = 0; i < procs; i++) {
+		pid[i] = fork();
+		if (pid[i] < 0)
+			return -errno;
+		if (!pid[i]) {
+			int ret;
+
+			close(ready[0]);
+			close(go[1]);
+			/* A VA space of its own: the parent's file is not the child's. */
+			if (fd >= 0)
+				close(fd);
+			fd = -1;
+			ret = open_dev();
+			if (!ret)
+				ret = many(gpu, n / procs, map);
+			c = ret ? 'f' : 'r';
+			if (write(ready[1], &c, 1) != 1 || ret)
+				_exit(1);
+			/* EOF when the parent lets go. */
+			while (read(go[0], &c, 1) > 0)
+				;
+			_exit(0);
+		}
+	}
+	close(ready[1]);
+	close(go[0]);
+	for (i = 0; i < procs; i++)
+		if (read(ready[0], &c, 1) != 1 || c != 'r')
+			bad = 1;
+	t0 = now_ns();
+	close(go[1]);
+	for (i = 0; i < procs; i++) {
+		int st;
+
+		if (waitpid(pid[i], &st, 0) != pid[i] || !WIFEXITED(st) || WEXITSTATUS(st))
+			bad = 1;
+	}
+	printf("exitbench ns %llu\n", (unsigned long long)(now_ns() - t0));
+	close(ready[0]);
+	return bad ? -EIO : 0;
+}
+
+/*
+ * holes: allocations of size bytes on gpu until the memory runs out, then
+ * every other one freed (a checkerboard of size-byte holes); the rest kept
+ * until the process exits. "holes gpu G kept K".
+ */
+static int holes(int gpu, uint64_t size)
+{
+	uint64_t *va = NULL;
+	size_t n = 0, cap = 0, i;
+	int err = 0;
+
+	for (;;) {
+		struct nvrs_alloc a = { .gpu = gpu, .size = size };
+
+		if (ioctl(fd, NVRS_IOCTL_ALLOC, &a)) {
+			err = errno;
+			break;
+		}
+		if (n == cap) {
+			uint64_t *more = realloc(va, (cap = cap ? 2 * cap : 1024) * sizeof(*va));
+
+			if (!more) {
+				free(va);
+				return -ENOMEM;
+			}
+			va = more;
+		}
+		va[n++] = a.va;
+	}
+	/* Running out of memory is how the fill ends. */
+	if (err != ENOMEM) {
+		free(va);
+		return -err;
+	}
+	for (i = 1; i < n; i += 2) {
+		struct nvrs_free f = { .va = va[i] };
+
+		if (ioctl(fd, NVRS_IOCTL_FREE, &f)) {
+			free(va);
+			return -errno;
+		}
+	}
+	printf("holes gpu %d kept %zu\n", gpu, (n + 1) / 2);
+	free(va);
+	return 0;
+}
+
 static int fill(int s, uint32_t pattern)
 {
 	volatile uint32_t *p;
@@ -740,8 +882,6 @@ static int check_zero(int s)
 }
 
 /* The storage commands: O_DIRECT between a file and a slot's CPU mapping. */
-
-static uint64_t now_ns(void);
 
 static int dio_open(const char *file, int write)
 {
@@ -1970,16 +2110,14 @@ static int run(int argc, char **argv)
 			printf(" %d:%u:%llu", u[i].pid, u[i].gpu,
 			       (unsigned long long)u[i].bytes);
 		printf("\n");
-	} else if (!strcmp(cmd, "many") && argc == 3) {
-		int k, n = atoi(argv[2]);
+	} else if (!strcmp(cmd, "many") && (argc == 3 ||
+					    (argc == 4 && !strcmp(argv[3], "map")))) {
+		int ret = many(atoi(argv[1]), atoi(argv[2]), argc == 4);
 
-		for (k = 0; k < n; k++) {
-			struct nvrs_alloc a = { .gpu = atoi(argv[1]), .size = 1 << 16 };
-
-			if (ioctl(fd, NVRS_IOCTL_ALLOC, &a))
-				return -errno;
-		}
-		printf("many gpu %s allocated %d\n", argv[1], n);
+		if (ret)
+			return ret;
+		printf("many gpu %s allocated %d%s\n", argv[1], atoi(argv[2]),
+		       argc == 4 ? " mapped" : "");
 	} else if (!strcmp(cmd, "alloc") && argc >= 4) {
 		struct nvrs_alloc a = {
 			.gpu = atoi(argv[2]), .size = parse_size(argv[3]),
@@ -2068,11 +2206,22 @@ static int run(int argc, char **argv)
 		pthread_create(&bg_thread, NULL, bg_alloc, NULL);
 	} else if (!strcmp(cmd, "bgclose") && argc == 1) {
 		static int f;
+		int i;
 
 		f = fd;
 		fd = -1;
 		bg_running = 1;
 		pthread_create(&bg_thread, NULL, bg_close, &f);
+		/*
+		 * Go on only once the descriptor is out of the table: a child
+		 * forked before (the next "sh") would inherit the file, and its
+		 * exec or exit would then be the last close, blocking in the
+		 * release instead of the thread. The release itself may block.
+		 */
+		for (i = 0; i < 10000 && fcntl(f, F_GETFD) != -1; i++)
+			usleep(1000);
+		if (i == 10000)
+			return -ETIMEDOUT;
 	} else if (!strcmp(cmd, "tombflood") && argc == 5) {
 		return tomb_flood(atoi(argv[1]), parse_size(argv[2]), atoi(argv[3]),
 				  atoi(argv[4]));
@@ -2109,6 +2258,11 @@ static int run(int argc, char **argv)
 		close(fd);
 		fd = open("/dev/nvrs", O_RDONLY | O_CLOEXEC);
 		return fd < 0 ? -errno : 0;
+	} else if (!strcmp(cmd, "holes") && argc == 3) {
+		return holes(atoi(argv[1]), parse_size(argv[2]));
+	} else if (!strcmp(cmd, "exitbench") && (argc == 4 ||
+						 (argc == 5 && !strcmp(argv[4], "map")))) {
+		return exit_bench(atoi(argv[1]), atoi(argv[2]), atoi(argv[3]), argc == 5);
 	} else if (!strcmp(cmd, "mapall") && argc == 2) {
 		return map_all(slot(argv[1]));
 	} else if (!strcmp(cmd, "keptfault") && argc == 3) {
