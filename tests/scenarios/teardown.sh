@@ -47,11 +47,14 @@ rebind_unload() {
 # Shell commands for nvrs-tool's "sh": wait until a pin is being revoked;
 # unbind GPU1 in the background; wait up to 60 s for that unbind and keep its
 # status in /tmp/unbind.early; wait for it for good, then up to 30 s for the
-# released callbacks to end their pins, and keep debugfs p2p.
+# released callbacks to end their pins and give their memory back, and keep
+# debugfs p2p. Both are waited for: a pin leaves the registry ("pins:") a
+# moment before its memory goes back ("retired:"), in the work item that
+# revoked it, which nothing here joins.
 REVOKING="n=0; until grep -q 'state Revoking' $D/p2p; do n=\$((n + 1)); [ \$n -gt 300 ] && break; sleep 0.1; done"
 UNBIND="(timeout 120 sh -c 'echo \$GPU1 > $U'; echo \$? > /tmp/unbind.rc) &"
 EARLY="n=0; until [ -e /tmp/unbind.rc ]; do n=\$((n + 1)); [ \$n -gt 600 ] && break; sleep 0.1; done; cat /tmp/unbind.rc > /tmp/unbind.early"
-AFTER="while [ ! -e /tmp/unbind.rc ]; do sleep 0.2; done; n=0; until grep -qx 'pins: 0' $D/p2p; do n=\$((n + 1)); [ \$n -gt 300 ] && break; sleep 0.1; done; cat $D/p2p > /tmp/p2p.after"
+AFTER="while [ ! -e /tmp/unbind.rc ]; do sleep 0.2; done; n=0; until cat $D/p2p > /tmp/p2p.after && grep -qx 'pins: 0' /tmp/p2p.after && grep -qx 'retired: 0x0' /tmp/p2p.after; do n=\$((n + 1)); [ \$n -gt 300 ] && break; sleep 0.1; done"
 # delay_reached POINT MS: wait until nvrs sleeps at delay point POINT.
 delay_reached() {
 	echo "n=0; until dmesg | grep -q 'test delay: $2 ms at $1'; do n=\$((n + 1)); [ \$n -gt 600 ] && break; sleep 0.1; done"
