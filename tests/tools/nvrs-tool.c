@@ -40,14 +40,16 @@
  *   race GPU SECONDS           8 threads racing pin/put/free/callback
  *   bgfree SLOT [MS]           free SLOT in a background thread (join waits),
  *                              after sleeping MS ms if given
- *   join                       wait for the background thread
+ *   join                       wait for the background thread (and
+ *                              bgclose's child)
  *   bgalloc SLOT GPU SIZE [FLAGS...]
  *                              alloc (as the alloc command) in a background
  *                              thread; join waits and returns its result
- *   bgclose                    close /dev/nvrs in a background thread (the
- *                              last close releases every allocation; join
- *                              waits), going on once the descriptor is
- *                              closed; later commands open it again
+ *   bgclose                    close /dev/nvrs for the last time in a
+ *                              child process (the last close releases every
+ *                              allocation; join waits for the child), going
+ *                              on once our descriptor is closed; later
+ *                              commands open it again
  *   tombflood GPU SIZE N S     N x (allocate SIZE, the consumer pins its first
  *                              64 KiB into slot S with NVIDIA's protocol
  *                              (nvpin: the free callback frees the table, no
@@ -593,12 +595,60 @@ static void *bg_alloc(void *arg)
 	return NULL;
 }
 
-static void *bg_close(void *arg)
-{
-	int f = *(int *)arg;
+static pid_t bg_closer;
 
-	bg_result = close(f) ? -errno : 0;
-	return NULL;
+/*
+ * bgclose: the last close of /dev/nvrs, in a child process, so that no
+ * other task of this one can end up doing it. A thread's close() is the last
+ * only if nothing else holds the file at that instant; a fork of ours (the
+ * next "sh") or any system call on the descriptor in another thread (its
+ * fdget takes a reference, as the table is shared) would make that task the
+ * last, and it would block in the release. The child takes its own reference
+ * at fork; we close ours; then it closes, last. Returns once our descriptor
+ * is closed; "join" waits for the child.
+ */
+static int bg_close_start(int f)
+{
+	int go[2], i;
+	char c;
+
+	if (pipe(go))
+		return -errno;
+	bg_closer = fork();
+	if (bg_closer < 0) {
+		close(go[0]);
+		close(go[1]);
+		return -errno;
+	}
+	if (bg_closer == 0) {
+		/* Nothing but the file and the pipe: no other last close here. */
+		for (i = 3; i < 1024; i++)
+			if (i != f && i != go[0])
+				close(i);
+		if (read(go[0], &c, 1) != 1)
+			_exit(2);
+		_exit(close(f) ? 1 : 0);
+	}
+	close(go[0]);
+	close(f);
+	if (write(go[1], "g", 1) != 1) {
+		close(go[1]);
+		return -EIO;
+	}
+	close(go[1]);
+	return 0;
+}
+
+static int bg_close_join(void)
+{
+	int status;
+
+	if (!bg_closer)
+		return 0;
+	if (waitpid(bg_closer, &status, 0) < 0)
+		return -errno;
+	bg_closer = 0;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
 }
 
 /*
@@ -2205,33 +2255,25 @@ static int run(int argc, char **argv)
 		bg_running = 1;
 		pthread_create(&bg_thread, NULL, bg_alloc, NULL);
 	} else if (!strcmp(cmd, "bgclose") && argc == 1) {
-		static int f;
-		int i;
+		int f = fd;
 
-		f = fd;
+		if (bg_closer)
+			return -EBUSY;
 		fd = -1;
-		bg_running = 1;
-		pthread_create(&bg_thread, NULL, bg_close, &f);
-		/*
-		 * Go on only once the descriptor is out of the table: a child
-		 * forked before (the next "sh") would inherit the file, and its
-		 * exec or exit would then be the last close, blocking in the
-		 * release instead of the thread. The release itself may block.
-		 */
-		for (i = 0; i < 10000 && fcntl(f, F_GETFD) != -1; i++)
-			usleep(1000);
-		if (i == 10000)
-			return -ETIMEDOUT;
+		bg_result = 0;
+		return bg_close_start(f);
 	} else if (!strcmp(cmd, "tombflood") && argc == 5) {
 		return tomb_flood(atoi(argv[1]), parse_size(argv[2]), atoi(argv[3]),
 				  atoi(argv[4]));
 	} else if (!strcmp(cmd, "forkread") && argc == 2) {
 		return fork_read(slot(argv[1]));
 	} else if (!strcmp(cmd, "join") && argc == 1) {
+		int ret = bg_close_join();
+
 		if (bg_running)
 			pthread_join(bg_thread, NULL);
 		bg_running = 0;
-		return bg_result;
+		return ret ? ret : bg_result;
 	} else if (!strcmp(cmd, "forkhold") && argc == 2) {
 		pid_t pid = fork();
 
