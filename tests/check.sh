@@ -231,7 +231,7 @@ KUNIT=(--expect-suite nvrs_ident --expect-suite nvrs_emu_identity --expect-suite
 vm switch --topology switch --bad-gpus --nvme switch --scenario probe --scenario topology \
 	--scenario p2p --scenario isolation --scenario vaspace --scenario dmabuf --scenario compact \
 	--scenario smi --scenario removal --scenario teardown --scenario stale --scenario faults \
-	--scenario storage --timeout 1200 \
+	--scenario storage --scenario console --timeout 1200 \
 	--files "$OUT/files" "${KUNIT[@]}"
 # The DKMS package: `dkms build` against the test kernel tree (Debian's dkms,
 # in a private tree), and the module it builds is the one the next VM loads.

@@ -71,7 +71,7 @@ for f in s4k:4K s64k:64K s1m:1M s8m:8M s64m:64M; do
 	size=${f#*:}
 	tool "O_DIRECT read() of $name ($size) into GPU memory" \
 		alloc A 0 64M contig p2pdma \; dio read A /mnt/$name 0 $size \; \
-		dcmp A /mnt/$name 0 $size \; sh "echo nvrs-hostcheck: storage-in $name >/dev/console" \; \
+		dcmp A /mnt/$name 0 $size \; sh "echo nvrs-hostcheck: storage-in $name >$NVRS_OUT" \; \
 		sh "$HOSTSYNC" \; free A
 done
 tool "io_uring reads of s1m and s64m into GPU memory" \

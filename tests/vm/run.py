@@ -16,7 +16,15 @@ at offset 0 of each emulated GPU's memory. A busybox initramfs mounts the
 usual filesystems and runs each scenario script (tests/scenarios/*.sh) in
 turn; scenarios print TAP lines prefixed with "nvrs-tap:".
 
-The runner captures the serial console, extracts the KTAP output of KUnit
+The VM has two serial lines. The first is the kernel's console; the second
+carries what the initramfs and the scenarios print (TAP, the host-check
+requests, files, benchmark lines), and nothing else. On one line the kernel
+writes its messages between the pieces the tty layer sends of a line a process
+wrote, so a TAP line could arrive cut in two (and its result lost). The runner
+reads both, whole lines at a time, into one log in the order they arrive, and
+answers host-check requests on the console line, where the guest waits.
+
+The runner extracts the KTAP output of KUnit
 suites and the scenario TAP, and fails (exit 1) on any failed or missing
 expected test, on an oops, BUG, WARNING, KASAN report or panic, on a hang
 (timeout), or when the expected suites did not run at all. It prints one
@@ -134,7 +142,7 @@ def build_initramfs(workdir, modules, scenarios, cmdline_env, bins=(), scripts=(
     return out
 
 
-def qemu_command(args, kernel, initrd, gpus, storage=None):
+def qemu_command(args, kernel, initrd, gpus, storage=None, tests_out=None):
     iommu = args.iommu == "on"
     cmd = ["qemu-system-x86_64", "-machine", "q35" + (",kernel-irqchip=split" if args.kvm else ""),
            "-accel", "kvm" if args.kvm else "tcg", "-m", str(args.mem), "-smp", "2",
@@ -144,6 +152,9 @@ def qemu_command(args, kernel, initrd, gpus, storage=None):
                       + (f"intel_iommu=on iommu.strict={1 if args.iommu_mode == 'strict' else 0} "
                          if iommu else "intel_iommu=off ")
                       + args.append]
+    if tests_out:
+        # ttyS1: the scenarios' line (init sends its output there).
+        cmd += ["-chardev", f"file,id=tests,path={tests_out}", "-serial", "chardev:tests"]
     if args.plugin:
         cmd += ["-plugin", args.plugin]
     if args.mem_prealloc:
@@ -390,6 +401,29 @@ class BackingCheck:
         return self.results
 
 
+class Lines:
+    """Whole lines from one of the VM's outputs (a non-blocking pipe or a growing file)."""
+
+    def __init__(self, f):
+        self.f, self.pending, self.got = f, "", False
+
+    def poll(self):
+        try:
+            data = self.f.read()
+        except BlockingIOError:
+            data = None
+        self.got = bool(data)
+        if not data:
+            return []
+        *complete, self.pending = (self.pending + data.decode("utf-8", "replace")).split("\n")
+        return complete
+
+    def rest(self):
+        """The last line, if it has no newline."""
+        rest, self.pending = self.pending, ""
+        return [rest] if rest else []
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernel", default=os.environ.get("BZIMAGE"), help="bzImage")
@@ -478,42 +512,44 @@ def main():
         initrd = build_initramfs(workdir, args.module + args.consumer_module, args.scenario, env,
                                  args.bin, args.script)
         storage = Storage(workdir, args.nvme) if args.nvme != "none" else None
-        cmd = qemu_command(args, args.kernel, initrd, gpus, storage)
+        tests_out = os.path.join(workdir, "tests.out")
+        open(tests_out, "wb").close()
+        cmd = qemu_command(args, args.kernel, initrd, gpus, storage, tests_out)
         start = time.time()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 stdin=subprocess.PIPE, start_new_session=True)
         backing = BackingCheck(gpus, storage)
-        chunks, hung, pending = [], False, ""
+        chunks, hung = [], False
+        os.set_blocking(proc.stdout.fileno(), False)
+        streams = [Lines(proc.stdout), Lines(open(tests_out, "rb"))]
+
+        def take(ln):
+            chunks.append(ln + "\n")
+            if args.show == "all":
+                print(ln, flush=True)
+            if backing.line(ln):
+                # The guest waits on its console for the check to be done.
+                proc.stdin.write(b"ok\n")
+                proc.stdin.flush()
+            if args.show == "tap" and ("nvrs-tap:" in ln or "nvrs-demo:" in ln
+                                       or ln.startswith(("bench:", "phases:"))):
+                print(TS.sub("", ln.strip("\r")).replace("nvrs-demo: ", ""), flush=True)
+
         deadline = start + args.timeout
         last_output = start
         kill_at = 0.0
-        os.set_blocking(proc.stdout.fileno(), False)
         while True:
-            try:
-                data = proc.stdout.read()
-            except BlockingIOError:
-                data = None
-            if data:
-                text = data.decode("utf-8", "replace")
-                chunks.append(text)
-                if args.show == "all":
-                    sys.stdout.write(text)
-                    sys.stdout.flush()
-                *complete, pending = (pending + text).split("\n")
-                for ln in complete:
-                    if backing.line(ln):
-                        # The guest waits on its serial line for the check to be done.
-                        proc.stdin.write(b"ok\n")
-                        proc.stdin.flush()
-                    if args.show == "tap" and ("nvrs-tap:" in ln or "nvrs-demo:" in ln
-                                               or ln.startswith(("bench:", "phases:"))):
-                        print(TS.sub("", ln.strip("\r")).replace("nvrs-demo: ", ""), flush=True)
-            elif proc.poll() is not None:
-                break
-            else:
+            got = False
+            for st in streams:
+                for ln in st.poll():
+                    take(ln)
+                got = got or st.got
+            if not got:
+                if proc.poll() is not None:
+                    break
                 time.sleep(0.05)
             now = time.time()
-            if data:
+            if got:
                 last_output = now
             if not hung and (now > deadline or (args.stall and now - last_output > args.stall)):
                 # Hung: before the VM is killed, the kernel lists its blocked tasks and the
@@ -529,6 +565,10 @@ def main():
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 break
+        for st in streams:
+            for ln in st.poll() + st.rest():
+                take(ln)
+        streams[1].f.close()
         console = "".join(chunks)
         elapsed = time.time() - start
         if args.log:
