@@ -99,6 +99,44 @@ void nvrs_buddy_free_contiguous(struct gpu_buddy *mm,
 	gpu_buddy_free_list(mm, &list, 0);
 }
 
+/*
+ * A buffer of @size bytes in blocks of at least 64 KiB, adjacent or not: how
+ * a driver backs a buffer object with gpu_buddy (xe and amdgpu keep such a
+ * list of blocks in their resource). gpu_buddy rounds @size up to 64 KiB.
+ * The list head is allocated here, one per buffer, as the driver's resource
+ * is.
+ */
+struct list_head *nvrs_buddy_alloc_buffer(struct gpu_buddy *mm, u64 size)
+{
+	struct list_head *blocks = kmalloc(sizeof(*blocks), GFP_KERNEL);
+
+	if (!blocks)
+		return NULL;
+	INIT_LIST_HEAD(blocks);
+	if (gpu_buddy_alloc_blocks(mm, 0, mm->size, size, SZ_64K, blocks, 0)) {
+		kfree(blocks);
+		return NULL;
+	}
+	return blocks;
+}
+
+void nvrs_buddy_free_buffer(struct gpu_buddy *mm, struct list_head *blocks)
+{
+	gpu_buddy_free_list(mm, blocks, 0);
+	kfree(blocks);
+}
+
+/* Bytes of the blocks that back a buffer. */
+u64 nvrs_buddy_buffer_bytes(struct gpu_buddy *mm, struct list_head *blocks)
+{
+	struct gpu_buddy_block *block;
+	u64 bytes = 0;
+
+	list_for_each_entry(block, blocks, link)
+		bytes += gpu_buddy_block_size(mm, block);
+	return bytes;
+}
+
 u64 nvrs_buddy_largest_free(struct gpu_buddy *mm)
 {
 	int order;

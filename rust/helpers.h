@@ -167,6 +167,9 @@ struct gpu_buddy_block *nvrs_buddy_alloc_contiguous(struct gpu_buddy *mm,
 						    u64 size);
 void nvrs_buddy_free_contiguous(struct gpu_buddy *mm,
 				struct gpu_buddy_block *block);
+struct list_head *nvrs_buddy_alloc_buffer(struct gpu_buddy *mm, u64 size);
+void nvrs_buddy_free_buffer(struct gpu_buddy *mm, struct list_head *blocks);
+u64 nvrs_buddy_buffer_bytes(struct gpu_buddy *mm, struct list_head *blocks);
 u64 nvrs_buddy_largest_free(struct gpu_buddy *mm);
 u64 nvrs_buddy_metadata_bytes(struct gpu_buddy *mm);
 

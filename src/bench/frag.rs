@@ -481,6 +481,7 @@ pub(crate) fn frag<A: FragAlloc, S: Storage, C: Clock>(
         failed: k.tally.failed,
         worst_ns: k.worst,
         moved: k.moved,
+        ..Outcome::default()
     };
     let [two, contig] = &kinds;
     let result = [outcome(two), outcome(contig)];

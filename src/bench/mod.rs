@@ -17,7 +17,8 @@ use core::fmt;
 use kernel::{
     bindings::{
         gpu_buddy,
-        gpu_buddy_block, //
+        gpu_buddy_block,
+        list_head, //
     },
     prelude::*,
     sync::atomic::{
@@ -30,9 +31,12 @@ use crate::{
     helpers::ffi::{
         nvrs_buddy_alloc,
         nvrs_buddy_alloc_at,
+        nvrs_buddy_alloc_buffer,
         nvrs_buddy_alloc_contiguous,
+        nvrs_buddy_buffer_bytes,
         nvrs_buddy_destroy,
         nvrs_buddy_free,
+        nvrs_buddy_free_buffer,
         nvrs_buddy_free_contiguous,
         nvrs_buddy_largest_free,
         nvrs_buddy_metadata_bytes,
@@ -121,6 +125,31 @@ impl BenchAlloc for BuddyAlloc {
     fn metadata_bytes(&self) -> u64 {
         // SAFETY: `self.mm` is initialised (type invariant).
         unsafe { nvrs_buddy_metadata_bytes(self.mm) }
+    }
+
+    /// The list of a buffer's blocks, allocated by the helper.
+    type Buffer = *mut list_head;
+
+    fn alloc_buffer(&mut self, bytes: u64) -> Option<*mut list_head> {
+        // SAFETY: `self.mm` is initialised (type invariant); access is exclusive (`&mut self`).
+        let b = unsafe { nvrs_buddy_alloc_buffer(self.mm, bytes) };
+        (!b.is_null()).then_some(b)
+    }
+
+    fn free_buffer(&mut self, b: *mut list_head) {
+        // SAFETY: `b` is a buffer this allocator returned and that was not freed since (the
+        // traces free each buffer once).
+        unsafe { nvrs_buddy_free_buffer(self.mm, b) }
+    }
+
+    fn buffer_bytes(&self, b: &*mut list_head) -> u64 {
+        // SAFETY: `*b` is a live buffer of this allocator (the traces measure live buffers).
+        unsafe { nvrs_buddy_buffer_bytes(self.mm, *b) }
+    }
+
+    fn holder_bytes(_: &*mut list_head) -> u64 {
+        // The list head `nvrs_buddy_alloc_buffer` allocates.
+        u64::try_from(core::mem::size_of::<list_head>()).unwrap_or(u64::MAX)
     }
 }
 

@@ -53,6 +53,18 @@ pub(crate) trait BenchAlloc {
     fn largest_free(&self) -> u64;
     /// Bytes of bookkeeping the allocator holds now.
     fn metadata_bytes(&self) -> u64;
+    /// The blocks that back one buffer (see [`BenchAlloc::alloc_buffer`]).
+    type Buffer;
+    /// Backs a buffer of `bytes` (a multiple of 4 KiB) as the driver does: in blocks of at least
+    /// 64 KiB, adjacent or not, `bytes` rounded up to 64 KiB.
+    fn alloc_buffer(&mut self, bytes: u64) -> Option<Self::Buffer>;
+    /// Frees a buffer's blocks and what held them.
+    fn free_buffer(&mut self, b: Self::Buffer);
+    /// Bytes of the blocks that back `b`.
+    fn buffer_bytes(&self, b: &Self::Buffer) -> u64;
+    /// Bytes the buffer's owner holds to keep `b` (its vector or list of blocks; the blocks' own
+    /// bookkeeping is in [`BenchAlloc::metadata_bytes`]).
+    fn holder_bytes(b: &Self::Buffer) -> u64;
 }
 
 /// nvrs's manager under measurement: kernel-type chunks, owned at once (as `gpu_buddy` blocks
@@ -95,6 +107,59 @@ impl<S: Storage> BenchAlloc for Pmm<S> {
 
     fn metadata_bytes(&self) -> u64 {
         u64::try_from(Pmm::metadata_bytes(self)).unwrap_or(u64::MAX)
+    }
+
+    /// The chunks of a buffer, in address order.
+    type Buffer = S::Vec<ChunkId>;
+
+    /// As `mem::backing::alloc_backing` backs a buffer: as many 2 MiB roots as fit, the rest in
+    /// 64 KiB chunks, one vector of identifiers sorted by address (so that a pin's DMA mapping
+    /// coalesces adjacent chunks).
+    #[inline(never)]
+    fn alloc_buffer(&mut self, bytes: u64) -> Option<S::Vec<ChunkId>> {
+        let bytes = bytes.checked_next_multiple_of(SZ_64K)?;
+        let bulk = usize::try_from(bytes / SZ_2M).ok()?;
+        let tail = usize::try_from((bytes % SZ_2M) / SZ_64K).ok()?;
+        let mut ids = S::Vec::<ChunkId>::new();
+        ids.try_reserve(bulk + tail).ok()?;
+        for _ in 0..bulk + tail {
+            ids.try_push(ChunkId::NIL).ok()?;
+        }
+        let (big, small) = ids.split_at_mut(bulk);
+        if !big.is_empty() {
+            Pmm::alloc(self, SZ_2M, MemType::Kernel, AllocFlags::default(), big).ok()?;
+        }
+        if !small.is_empty()
+            && Pmm::alloc(self, SZ_64K, MemType::Kernel, AllocFlags::default(), small).is_err()
+        {
+            for id in big.iter() {
+                let _ = Pmm::free(self, *id, Zero::Dirty);
+            }
+            return None;
+        }
+        self.sort_by_addr(big);
+        self.sort_by_addr(small);
+        Some(ids)
+    }
+
+    #[inline(never)]
+    fn free_buffer(&mut self, b: S::Vec<ChunkId>) {
+        for id in b.iter() {
+            // Every chunk comes from `alloc_buffer` and is freed once: this cannot fail.
+            let _ = Pmm::free(self, *id, Zero::Dirty);
+        }
+    }
+
+    fn buffer_bytes(&self, b: &S::Vec<ChunkId>) -> u64 {
+        b.iter()
+            .map(|id| Pmm::size(self, *id).unwrap_or(0))
+            .fold(0, u64::saturating_add)
+    }
+
+    fn holder_bytes(b: &S::Vec<ChunkId>) -> u64 {
+        let bytes = core::mem::size_of::<S::Vec<ChunkId>>()
+            .saturating_add(core::mem::size_of_val::<[ChunkId]>(b));
+        u64::try_from(bytes).unwrap_or(u64::MAX)
     }
 }
 
@@ -146,6 +211,11 @@ pub(crate) struct Outcome {
     pub(crate) worst_ns: u64,
     /// Bytes the allocator moved to answer (compaction; 0 for an allocator that cannot move).
     pub(crate) moved: u64,
+    /// Bytes the owners of live buffers hold to keep them ([`BenchAlloc::holder_bytes`]; 0 in
+    /// traces of single blocks).
+    pub(crate) held: u64,
+    /// Bytes of live buffers beyond what was asked for (0 in traces of single blocks).
+    pub(crate) waste: u64,
 }
 
 /// Allocations answered and refused, counted by the traces.
@@ -178,6 +248,8 @@ fn outcome<A: BenchAlloc>(a: &A, ns: u64, ops: u64, tally: Tally) -> Outcome {
         failed: tally.failed,
         worst_ns: 0,
         moved: 0,
+        held: 0,
+        waste: 0,
     }
 }
 
@@ -226,6 +298,63 @@ pub(crate) fn churn<A: BenchAlloc, S: Storage, C: Clock>(
     let result = outcome(a, ns, u64::try_from(ops).unwrap_or(u64::MAX), tally);
     while let Some(h) = live.pop() {
         a.free(h);
+    }
+    Ok(result)
+}
+
+/// The buffer trace's sizes, of the kind frameworks ask a GPU driver for: 128 KiB 40%, 1 MiB
+/// 30%, 6 MiB 20%, 100 MiB 10%; half of them up to 60 KiB short of the round size (an object
+/// of arbitrary length, rounded to 4 KiB pages), so that rounding up to 64 KiB wastes some.
+pub(crate) fn buffer_size(r: &mut Rng) -> u64 {
+    let size = match r.below(10) {
+        0..=3 => 128 << 10,
+        4..=6 => 1 << 20,
+        7..=8 => 6 << 20,
+        _ => 100 << 20,
+    };
+    let short = if r.below(2) == 0 { r.below(16) } else { 0 };
+    size - SZ_4K * u64::try_from(short).unwrap_or(0)
+}
+
+/// `ops` random steps with at most `cap` live buffers: each step frees a random live buffer or
+/// allocates one of [`buffer_size`] bytes. Reports, while the live set is still allocated, the
+/// bytes its owners hold for it and the bytes allocated beyond what was asked.
+pub(crate) fn buffers<A: BenchAlloc, S: Storage, C: Clock>(
+    a: &mut A,
+    clock: &C,
+    ops: usize,
+    cap: usize,
+) -> Result<Outcome, OutOfMemory> {
+    let mut rng = Rng(SEED);
+    let mut live = S::Vec::<(A::Buffer, u64)>::new();
+    live.try_reserve(cap)?;
+    let mut tally = Tally::default();
+    let t = clock.now_ns();
+    for _ in 0..ops {
+        if !live.is_empty() && (live.len() >= cap || rng.below(2) == 0) {
+            let i = rng.below(live.len());
+            let last = live.len() - 1;
+            live.swap(i, last);
+            if let Some((b, _)) = live.pop() {
+                a.free_buffer(b);
+            }
+        } else {
+            let size = buffer_size(&mut rng);
+            if let Some(b) = tally.count(a.alloc_buffer(size)) {
+                live.try_push((b, size))?;
+            }
+        }
+    }
+    let ns = clock.now_ns().saturating_sub(t);
+    let mut result = outcome(a, ns, u64::try_from(ops).unwrap_or(u64::MAX), tally);
+    for (b, size) in live.iter() {
+        result.held = result.held.saturating_add(A::holder_bytes(b));
+        result.waste = result
+            .waste
+            .saturating_add(a.buffer_bytes(b).saturating_sub(*size));
+    }
+    while let Some((b, _)) = live.pop() {
+        a.free_buffer(b);
     }
     Ok(result)
 }
@@ -418,6 +547,13 @@ impl core::fmt::Display for Line<'_> {
                 n.worst_ns, a.worst_ns, n.moved
             )?;
         }
+        if n.held != 0 || a.held != 0 {
+            write!(
+                f,
+                " held_nvrs={} held_anchor={} waste_nvrs={} waste_anchor={}",
+                n.held, a.held, n.waste, a.waste
+            )?;
+        }
         writeln!(
             f,
             " largest_free_nvrs={} largest_free_anchor={} metadata_nvrs={} metadata_anchor={}",
@@ -444,6 +580,7 @@ const TIB: u64 = 1 << 40;
 
 const UNIFORM: &str = "uniform_64k_1G";
 const MIXED: &str = "mixed_4k_64k_2m_1G";
+const BUFFERS: &str = "buffers_128k_1m_6m_100m_1G";
 const FILL: &str = "fill_4k_free_random_256M";
 const CHECKERBOARD: &str = "checkerboard_then_2m_256M";
 const INIT: &str = "init_1T";
@@ -451,9 +588,10 @@ const TOP: &str = "first_alloc_at_top_1T";
 
 /// The traces of [`run_suite`], by name, in the order it runs them (the fragmentation trace
 /// prints the four lines of [`super::frag::LINES`]).
-pub(crate) const TRACES: [&str; 7] = [
+pub(crate) const TRACES: [&str; 8] = [
     UNIFORM,
     MIXED,
+    BUFFERS,
     FILL,
     CHECKERBOARD,
     INIT,
@@ -520,6 +658,14 @@ where
     ));
     pair!(MIXED, GIB, |a| churn::<_, S, _>(
         &mut a, clock, scale.ops, 4096, mixed
+    ));
+    // Buffers of 1 GiB at most: 64 live ones average ~740 MiB, so that some requests find too
+    // little free memory (an allocation either side refuses counts in the line).
+    pair!(BUFFERS, GIB, |a| buffers::<_, S, _>(
+        &mut a,
+        clock,
+        scale.ops / 8,
+        64
     ));
     pair!(FILL, POOL, |a| fill_free::<_, S, _>(&mut a, clock, POOL));
     pair!(CHECKERBOARD, POOL, |a| {

@@ -25,7 +25,6 @@ use crate::{
         FbMemory, //
     },
     pmm::{
-        compact::sort_by_key,
         AllocFlags,
         ChunkId,
         FreeOutcome,
@@ -244,9 +243,8 @@ pub(crate) fn alloc_backing(mem: &Arc<FbMemory>, size: u64, contiguous: bool) ->
         }
         // In address order, so that physically adjacent chunks back adjacent VAs: a pin's DMA
         // mapping then coalesces them into one run (free lists hand chunks out newest first).
-        let addr = |id: &ChunkId| pmm.addr(*id).unwrap_or(u64::MAX);
-        sort_by_key(bulk, addr);
-        sort_by_key(tail, addr);
+        pmm.sort_by_addr(bulk);
+        pmm.sort_by_addr(tail);
     }
     for (i, id) in ids.iter().enumerate() {
         let piece = pmm

@@ -4,8 +4,13 @@
 //! chunk that holds an address.
 
 use super::chunk::{Node, CONTIG_TAIL, ZEROED};
+use super::compact::sort_by_key;
 use super::{ChunkId, Pmm, PmmError, State, Storage};
 use crate::hwref::ROOT_CHUNK_SIZE;
+
+/// Sub-chunks [`Pmm::sort_by_addr`] sorts by keys it looks up once: the 64 KiB chunks of less
+/// than a root, the tail of a buffer.
+pub(crate) const SORT_BY_ADDR_KEYED: usize = 32;
 
 impl<S: Storage> Pmm<S> {
     /// The chunk's state.
@@ -18,6 +23,31 @@ impl<S: Storage> Pmm<S> {
         let n = self.node(id)?;
         let root = u64::from(id.root()) << ROOT_CHUNK_SIZE.trailing_zeros();
         Ok(self.base + root + u64::from(n.offset))
+    }
+
+    /// Sorts chunk identifiers into address order, cheaply where it can: roots by identifier
+    /// (a root's identifier grows with its address), up to [`SORT_BY_ADDR_KEYED`] sub-chunks by
+    /// addresses looked up once each, more by addresses looked up at each comparison. An
+    /// identifier that names no chunk sorts last.
+    pub(crate) fn sort_by_addr(&self, ids: &mut [ChunkId]) {
+        if ids.iter().all(|id| id.sub() == 0) {
+            sort_by_key(ids, |id| *id);
+            return;
+        }
+        let addr = |id: &ChunkId| self.addr(*id).unwrap_or(u64::MAX);
+        if ids.len() > SORT_BY_ADDR_KEYED {
+            sort_by_key(ids, addr);
+            return;
+        }
+        let mut keyed = [(0u64, ChunkId::NIL); SORT_BY_ADDR_KEYED];
+        for (k, id) in keyed.iter_mut().zip(ids.iter()) {
+            *k = (addr(id), *id);
+        }
+        let keyed = keyed.get_mut(..ids.len()).unwrap_or(&mut []);
+        sort_by_key(keyed, |k| *k);
+        for (id, k) in ids.iter_mut().zip(keyed.iter()) {
+            *id = k.1;
+        }
     }
 
     /// The chunk's size in bytes (for the first root of a contiguous run: the whole run).

@@ -89,6 +89,9 @@ extern "C" {
     fn nvrs_buddy_alloc_contiguous(mm: *mut core::ffi::c_void, size: u64)
         -> *mut core::ffi::c_void;
     fn nvrs_buddy_free_contiguous(mm: *mut core::ffi::c_void, block: *mut core::ffi::c_void);
+    fn nvrs_buddy_alloc_buffer(mm: *mut core::ffi::c_void, size: u64) -> *mut core::ffi::c_void;
+    fn nvrs_buddy_free_buffer(mm: *mut core::ffi::c_void, blocks: *mut core::ffi::c_void);
+    fn nvrs_buddy_buffer_bytes(mm: *mut core::ffi::c_void, blocks: *mut core::ffi::c_void) -> u64;
     fn nvrs_buddy_largest_free(mm: *mut core::ffi::c_void) -> u64;
     fn nvrs_buddy_metadata_bytes(mm: *mut core::ffi::c_void) -> u64;
 }
@@ -150,6 +153,30 @@ impl Allocator for KernelBuddy {
     fn metadata_bytes(&self) -> u64 {
         // SAFETY: `self.0` is a live manager.
         unsafe { nvrs_buddy_metadata_bytes(self.0) }
+    }
+
+    /// The list of a buffer's blocks (a `struct list_head` the helper allocates).
+    type Buffer = *mut core::ffi::c_void;
+
+    fn alloc_buffer(&mut self, bytes: u64) -> Option<Self::Buffer> {
+        // SAFETY: `self.0` is a live manager.
+        let b = unsafe { nvrs_buddy_alloc_buffer(self.0, bytes) };
+        (!b.is_null()).then_some(b)
+    }
+
+    fn free_buffer(&mut self, b: Self::Buffer) {
+        // SAFETY: `b` is a buffer of this manager, freed once.
+        unsafe { nvrs_buddy_free_buffer(self.0, b) };
+    }
+
+    fn buffer_bytes(&self, b: &Self::Buffer) -> u64 {
+        // SAFETY: `*b` is a live buffer of this manager.
+        unsafe { nvrs_buddy_buffer_bytes(self.0, *b) }
+    }
+
+    fn holder_bytes(_: &Self::Buffer) -> u64 {
+        // A `struct list_head`: two pointers.
+        2 * core::mem::size_of::<usize>() as u64
     }
 }
 

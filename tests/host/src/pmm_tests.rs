@@ -552,3 +552,58 @@ fn contiguous_run_is_zeroed_only_if_every_root_is() {
     assert_eq!(p.is_zeroed(run), Ok(true));
     p.check().unwrap();
 }
+
+/// `sort_by_addr` puts roots, a buffer's tail of 64 KiB chunks (keyed once each, up to 32) and
+/// longer or mixed lists (keyed at each comparison) into address order, whatever order the free
+/// lists handed them out in; an identifier of no chunk goes last.
+#[test]
+fn sort_by_addr_orders_roots_tails_and_mixed_lists() {
+    let mut p = pmm(64);
+    // Churn first, so that the free lists no longer hand chunks out in address order.
+    let mut ids = Vec::new();
+    for i in 0..200u64 {
+        let size = if i % 5 == 0 { SZ_2M } else { SZ_64K };
+        ids.push(alloc1(&mut p, size, MemType::Kernel).unwrap());
+    }
+    for id in ids.iter().skip(1).step_by(3) {
+        free(&mut p, *id);
+    }
+    let mut left: Vec<ChunkId> = ids
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|(i, _)| i % 3 != 1)
+        .map(|(_, id)| id)
+        .collect();
+    let sorted = |p: &P, v: &[ChunkId]| {
+        v.windows(2)
+            .all(|w| p.addr(w[0]).unwrap() < p.addr(w[1]).unwrap())
+    };
+    let roots: Vec<ChunkId> = left
+        .iter()
+        .copied()
+        .filter(|id| p.size(*id) == Ok(SZ_2M))
+        .collect();
+    let subs: Vec<ChunkId> = left
+        .iter()
+        .copied()
+        .filter(|id| p.size(*id) == Ok(SZ_64K))
+        .collect();
+    for mut v in [
+        roots.iter().rev().copied().collect::<Vec<_>>(),
+        subs.iter().take(31).rev().copied().collect(),
+        subs.iter().take(32).rev().copied().collect(),
+        subs.iter().take(33).rev().copied().collect(),
+    ] {
+        assert!(v.len() > 1 && !sorted(&p, &v));
+        p.sort_by_addr(&mut v);
+        assert!(sorted(&p, &v), "{v:?}");
+    }
+    left.reverse();
+    p.sort_by_addr(&mut left);
+    assert!(sorted(&p, &left));
+    let mut with_nil = vec![ChunkId::NIL, subs[1], subs[0]];
+    p.sort_by_addr(&mut with_nil);
+    assert_eq!(with_nil[2], ChunkId::NIL);
+    assert!(sorted(&p, &with_nil[..2]));
+}
