@@ -59,7 +59,7 @@ status=0
 vm_bench() {
 	local out=$OUT/$1 table=$2
 	shift 2
-	python3 "$TESTS/vm/run.py" "${VM_MODULES[@]}" --nvme switch --mem 3072 --mem-prealloc \
+	python3 "$TESTS/vm/run.py" "${VM_MODULES[@]}" --nvme switch --nvme-trace off --mem 3072 --mem-prealloc \
 		--gpu GH100:2048 --gpu GA100:2048 --timeout 1800 --log "$out-console.log" "$@" \
 		>"$out.out" || status=1
 	grep -E '^bench:|^phases:|^RESULT|^FAIL' "$out.out" | tee -a "$table" || status=1

@@ -24,6 +24,7 @@ case $what in
 pmm)
 	case $trace in
 	uniform_64k_1G | mixed_4k_64k_2m_1G) per=400000 ;;
+	buffers_128k_1m_6m_100m_1G) per=50000 ;;
 	fill_4k_free_random_256M) per=131072 ;;
 	checkerboard_then_2m_256M) per=20000 ;;
 	init_1T) per=9 ;;

@@ -12,7 +12,7 @@ check "insmod consumer" insmod $M/nvrs_consumer.ko
 # One trace per read: a read renders into one seq_file buffer, which the
 # kernel renders again, from the start, if the text outgrows it.
 B=/sys/kernel/debug/nvrs/bench_pmm
-for t in uniform_64k_1G mixed_4k_64k_2m_1G fill_4k_free_random_256M \
+for t in uniform_64k_1G mixed_4k_64k_2m_1G buffers_128k_1m_6m_100m_1G fill_4k_free_random_256M \
 	checkerboard_then_2m_256M init_1T first_alloc_at_top_1T frag_1G; do
 	echo $t >$B
 	cat $B >/tmp/pmm.txt

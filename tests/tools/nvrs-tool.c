@@ -158,7 +158,16 @@
  *   bounce read|write SLOT FILE FOFF LEN [AOFF]
  *                              the path without P2PDMA: O_DIRECT into an
  *                              aligned buffer of system memory, then memcpy
- *                              into the mapping (or the reverse)
+ *                              into the mapping (or the reverse); prints the
+ *                              transfer's and the copy's time too
+ *   bounce2 read|write SLOT FILE FOFF LEN CHUNK
+ *                              the bounce path pipelined: two staging buffers
+ *                              of CHUNK bytes, a second thread copying one
+ *                              while the other is transferred (from SLOT's
+ *                              offset 0)
+ *   ramdio read|write FILE FOFF LEN
+ *                              the bounce path's transfer alone: O_DIRECT
+ *                              to or from system memory, no copy
  *   dcmp SLOT FILE FOFF LEN [AOFF]
  *                              SLOT's bytes at AOFF equal FILE's at FOFF
  *                              (read through the page cache)
@@ -178,6 +187,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -1041,11 +1051,30 @@ out:
 	return ret;
 }
 
-/* The path a user has without P2PDMA: O_DIRECT through system memory, and a copy. */
+/*
+ * A staging buffer of system memory for the storage anchors: page-aligned,
+ * pre-faulted (as a reused one would be), and in 4 KiB pages, as the P2PDMA
+ * pages of the direct path are.
+ */
+static void *staging(uint64_t len)
+{
+	void *buf;
+
+	if (posix_memalign(&buf, 4096, len))
+		return NULL;
+	madvise(buf, len, MADV_NOHUGEPAGE);
+	memset(buf, 0, len);
+	return buf;
+}
+
+/*
+ * The path a user has without P2PDMA: O_DIRECT through system memory, and a
+ * copy. Prints the transfer's and the copy's time as well as the whole.
+ */
 static int bounce(int write, int s, const char *file, uint64_t foff, uint64_t len,
 		  uint64_t aoff)
 {
-	uint64_t t0;
+	uint64_t t0, t1, t2;
 	ssize_t n;
 	void *buf;
 	int f, ret = map_all(s);
@@ -1054,10 +1083,9 @@ static int bounce(int write, int s, const char *file, uint64_t foff, uint64_t le
 		return ret;
 	if (aoff > slot_size[s] || len > slot_size[s] - aoff)
 		return -ERANGE;
-	if (posix_memalign(&buf, 4096, len))
+	buf = staging(len);
+	if (!buf)
 		return -ENOMEM;
-	/* Pre-faulted, as a reused staging buffer would be. */
-	memset(buf, 0, len);
 	f = dio_open(file, write);
 	if (f < 0) {
 		free(buf);
@@ -1066,18 +1094,146 @@ static int bounce(int write, int s, const char *file, uint64_t foff, uint64_t le
 	t0 = now_ns();
 	if (write) {
 		memcpy(buf, (char *)slot_map[s] + aoff, len);
+		t1 = now_ns();
 		n = pwrite(f, buf, len, foff);
+		t2 = now_ns();
 	} else {
 		n = pread(f, buf, len, foff);
+		t1 = now_ns();
 		if (n == (ssize_t)len)
 			memcpy((char *)slot_map[s] + aoff, buf, len);
+		t2 = now_ns();
 	}
 	ret = dio_result(n, len);
 	if (!ret)
-		printf("bounce %s %llu bytes ns %llu\n", write ? "write" : "read",
+		printf("bounce %s %llu bytes ns %llu io_ns %llu copy_ns %llu\n",
+		       write ? "write" : "read", (unsigned long long)len,
+		       (unsigned long long)(t2 - t0),
+		       (unsigned long long)(write ? t2 - t1 : t1 - t0),
+		       (unsigned long long)(write ? t1 - t0 : t2 - t1));
+	close(f);
+	free(buf);
+	return ret;
+}
+
+/* The transfer of the bounce path alone: O_DIRECT to or from system memory. */
+static int ramdio(int write, const char *file, uint64_t foff, uint64_t len)
+{
+	uint64_t t0;
+	ssize_t n;
+	void *buf = staging(len);
+	int f, ret;
+
+	if (!buf)
+		return -ENOMEM;
+	f = dio_open(file, write);
+	if (f < 0) {
+		free(buf);
+		return f;
+	}
+	t0 = now_ns();
+	n = write ? pwrite(f, buf, len, foff) : pread(f, buf, len, foff);
+	ret = dio_result(n, len);
+	if (!ret)
+		printf("ramdio %s %llu bytes ns %llu\n", write ? "write" : "read",
 		       (unsigned long long)len, (unsigned long long)(now_ns() - t0));
 	close(f);
 	free(buf);
+	return ret;
+}
+
+/*
+ * The bounce path as a careful user pipelines it: two staging buffers of
+ * CHUNK bytes; while one is read from (or written to) the file, a second
+ * thread copies the other to (or from) GPU memory.
+ */
+struct pipeline {
+	sem_t full[2], empty[2];
+	char *buf[2], *map;
+	uint64_t len, chunk;
+	int write;
+};
+
+static void *pipeline_copier(void *arg)
+{
+	struct pipeline *p = arg;
+	uint64_t off, i;
+
+	for (off = 0, i = 0; off < p->len; off += p->chunk, i++) {
+		uint64_t n = p->len - off < p->chunk ? p->len - off : p->chunk;
+		int k = i & 1;
+
+		if (p->write) {
+			sem_wait(&p->empty[k]);
+			memcpy(p->buf[k], p->map + off, n);
+			sem_post(&p->full[k]);
+		} else {
+			sem_wait(&p->full[k]);
+			memcpy(p->map + off, p->buf[k], n);
+			sem_post(&p->empty[k]);
+		}
+	}
+	return NULL;
+}
+
+static int bounce2(int write, int s, const char *file, uint64_t foff, uint64_t len,
+		   uint64_t chunk)
+{
+	struct pipeline p = { .len = len, .chunk = chunk, .write = write };
+	uint64_t t0, off, i;
+	pthread_t th;
+	int k, f, ret = map_all(s);
+
+	if (ret)
+		return ret;
+	if (len > slot_size[s] || !chunk || chunk % 4096)
+		return -ERANGE;
+	p.map = slot_map[s];
+	p.buf[0] = staging(chunk);
+	p.buf[1] = staging(chunk);
+	f = dio_open(file, write);
+	if (!p.buf[0] || !p.buf[1] || f < 0) {
+		ret = f < 0 ? f : -ENOMEM;
+		goto out;
+	}
+	for (k = 0; k < 2; k++) {
+		sem_init(&p.full[k], 0, 0);
+		sem_init(&p.empty[k], 0, 1);
+	}
+	t0 = now_ns();
+	pthread_create(&th, NULL, pipeline_copier, &p);
+	for (off = 0, i = 0; off < len; off += chunk, i++) {
+		uint64_t n = len - off < chunk ? len - off : chunk;
+		int r;
+
+		k = i & 1;
+		/* A failed transfer still hands the buffer on, so the copier ends. */
+		if (write) {
+			sem_wait(&p.full[k]);
+			r = dio_result(pwrite(f, p.buf[k], n, foff + off), n);
+			sem_post(&p.empty[k]);
+		} else {
+			sem_wait(&p.empty[k]);
+			r = dio_result(pread(f, p.buf[k], n, foff + off), n);
+			sem_post(&p.full[k]);
+		}
+		if (r && !ret)
+			ret = r;
+	}
+	pthread_join(th, NULL);
+	if (!ret)
+		printf("bounce2 %s %llu bytes ns %llu chunk %llu\n", write ? "write" : "read",
+		       (unsigned long long)len, (unsigned long long)(now_ns() - t0),
+		       (unsigned long long)chunk);
+	for (k = 0; k < 2; k++) {
+		sem_destroy(&p.full[k]);
+		sem_destroy(&p.empty[k]);
+	}
+out:
+	if (f >= 0)
+		close(f);
+	free(p.buf[0]);
+	free(p.buf[1]);
 	return ret;
 }
 
@@ -2219,6 +2375,13 @@ static int run(int argc, char **argv)
 
 		return op(argv[1][0] == 'w', slot(argv[2]), argv[3], parse_size(argv[4]),
 			  parse_size(argv[5]), argc == 7 ? parse_size(argv[6]) : 0);
+	} else if (!strcmp(cmd, "ramdio") && argc == 5 &&
+		   (!strcmp(argv[1], "read") || !strcmp(argv[1], "write"))) {
+		return ramdio(argv[1][0] == 'w', argv[2], parse_size(argv[3]), parse_size(argv[4]));
+	} else if (!strcmp(cmd, "bounce2") && argc == 7 &&
+		   (!strcmp(argv[1], "read") || !strcmp(argv[1], "write"))) {
+		return bounce2(argv[1][0] == 'w', slot(argv[2]), argv[3], parse_size(argv[4]),
+			       parse_size(argv[5]), parse_size(argv[6]));
 	} else if (!strcmp(cmd, "dcmp") && (argc == 5 || argc == 6)) {
 		return dcmp(slot(argv[1]), argv[2], parse_size(argv[3]), parse_size(argv[4]),
 			    argc == 6 ? parse_size(argv[5]) : 0);

@@ -447,6 +447,9 @@ def main():
     ap.add_argument("--nvme", choices=["none", "switch", "rootport"], default="none",
                     help="QEMU's NVMe controller with a disk of pattern files: under the GPUs' "
                          "switch, or behind a root port of its own")
+    ap.add_argument("--nvme-trace", choices=["on", "off"], default="on",
+                    help="QEMU's trace of the NVMe controller's DMA (pci_nvme_map_addr), which "
+                         "the storage scenario's host check reads (off: benchmarks)")
     ap.add_argument("--iommu", choices=["on", "off"], default="on",
                     help="emulated Intel IOMMU (default on): DMA through IOVAs, or bus addresses")
     ap.add_argument("--stall", type=int, default=600,
@@ -511,7 +514,8 @@ def main():
                 args.scenario.append("consumer")
         initrd = build_initramfs(workdir, args.module + args.consumer_module, args.scenario, env,
                                  args.bin, args.script)
-        storage = Storage(workdir, args.nvme) if args.nvme != "none" else None
+        storage = (Storage(workdir, args.nvme, trace=args.nvme_trace == "on")
+                   if args.nvme != "none" else None)
         tests_out = os.path.join(workdir, "tests.out")
         open(tests_out, "wb").close()
         cmd = qemu_command(args, args.kernel, initrd, gpus, storage, tests_out)

@@ -53,8 +53,8 @@ def pattern(name):
 
 
 class Storage:
-    def __init__(self, workdir, where):
-        self.where = where
+    def __init__(self, workdir, where, trace=True):
+        self.where, self.traced = where, trace
         self.image = os.path.join(workdir, "nvme.img")
         self.trace = os.path.join(workdir, "nvme-trace.log")
         src = os.path.join(workdir, "nvme-src")
@@ -78,10 +78,11 @@ class Storage:
         root ports of their own) and the trace of their DMA."""
         args = ["-drive", f"file={self.image},if=none,id=nvm0,format=raw",
                 "-drive", f"file={self.slow},if=none,id=nvm1,format=raw,readonly=on,"
-                          f"throttling.bps-read={SLOW_BPS}",
-                "-D", self.trace]
-        for e in TRACE_EVENTS:
-            args += ["-trace", e]
+                          f"throttling.bps-read={SLOW_BPS}"]
+        if self.traced:
+            args += ["-D", self.trace]
+            for e in TRACE_EVENTS:
+                args += ["-trace", e]
         if self.where == "switch":
             args += ["-device", f"nvme,serial=nvrs0,drive=nvm0,bus={switch_bus[0]}",
                      "-device", f"nvme,serial=nvrs-slow,drive=nvm1,bus={switch_bus[1]}"]
