@@ -16,15 +16,24 @@
 //! - the same manager without compaction (`compact_on_alloc=0`);
 //! - the anchor, the kernel's `gpu_buddy`, which cannot move memory ([`Fixed`]): a contiguous
 //!   request is its `GPU_BUDDY_CONTIGUOUS_ALLOCATION` in blocks of at least 2 MiB, which tries
-//!   harder than one naturally aligned block.
+//!   harder than one naturally aligned block;
+//! - the anchor with the policy amdgpu and xe put over it, TTM's ([`Evicting`]): a request that
+//!   fails evicts the least recently allocated movable allocation to system memory (a `memcpy`
+//!   of its bytes, as nvrs's moves are modelled) and tries again, until it succeeds or nothing
+//!   is left to evict. Pinned allocations are not on the LRU. Only the timed requests evict:
+//!   the churn's own allocations fail only at the fill's end, which sets the memory's level.
+//!   An evicted allocation stays live in system memory until the trace frees it; its bytes are
+//!   no longer in GPU memory, which the line counts (`moved_anchor`, `moves_anchor`).
 //!
 //! The trace, a long-running GPU that was once full: fill 1 GiB with 4 KiB (30%) and 64 KiB
 //! (70%) allocations until the first refusal, free a random fifth of them, churn at that level
 //! (free a random one or allocate one), then, every [`GAP`] churn steps, one request timed on its
 //! own, alternating a 2 MiB allocation and an 8 MiB contiguous one. A request that succeeds
-//! is held for the next [`HOLD`] requests of its kind, so that later requests need new room. Each kind's line gives the mean time per request
-//! (failures included), the slowest request, the requests answered and refused, and the bytes
-//! compaction moved.
+//! is held for the next [`HOLD`] requests of its kind, so that later requests need new room.
+//! Each kind's line gives the mean time per request (failures included), the slowest request,
+//! the requests answered and refused, and the bytes and allocations compaction moved (or
+//! eviction evicted). Each move or eviction also costs a real driver a remap and a TLB
+//! invalidate, which no side here pays: the move counts say how many each side would.
 //!
 //! Pure (no `kernel::`), like [`super::traces`].
 
@@ -63,9 +72,19 @@ pub(crate) const NAME: &str = "frag_1G";
 
 /// The lines the fragmentation traces print: per request kind, nvrs with and without compaction
 /// against `gpu_buddy`.
-pub(crate) const LINES: [[&str; 2]; 2] = [
-    ["frag_2m_compact_1G", "frag_2m_nocompact_1G"],
-    ["frag_contig8m_compact_1G", "frag_contig8m_nocompact_1G"],
+/// The first two against `gpu_buddy` as it is, the third nvrs with compaction against
+/// `gpu_buddy` with LRU eviction.
+pub(crate) const LINES: [[&str; 3]; 2] = [
+    [
+        "frag_2m_compact_1G",
+        "frag_2m_nocompact_1G",
+        "frag_2m_compact_vs_lru_evict_1G",
+    ],
+    [
+        "frag_contig8m_compact_1G",
+        "frag_contig8m_nocompact_1G",
+        "frag_contig8m_compact_vs_lru_evict_1G",
+    ],
 ];
 
 /// The memory the traces run on.
@@ -93,8 +112,10 @@ pub(crate) trait FragAlloc {
     fn alloc_contiguous(&mut self, bytes: u64) -> Option<Self::Handle>;
     /// Frees what [`FragAlloc::alloc_contiguous`] returned.
     fn free_contiguous(&mut self, h: Self::Handle);
-    /// Bytes moved so far.
+    /// Bytes moved (or evicted) so far.
     fn moved(&self) -> u64;
+    /// Allocations moved (or evicted) so far.
+    fn moves(&self) -> u64;
     /// The largest free contiguous block, in bytes.
     fn largest_free(&self) -> u64;
     /// Bytes of the allocator's bookkeeping.
@@ -127,12 +148,251 @@ impl<A: BenchAlloc> FragAlloc for Fixed<A> {
         0
     }
 
+    fn moves(&self) -> u64 {
+        0
+    }
+
     fn largest_free(&self) -> u64 {
         self.0.largest_free()
     }
 
     fn metadata_bytes(&self) -> u64 {
         self.0.metadata_bytes()
+    }
+}
+
+/// The modelled copy of moved or evicted memory: `size` bytes (at most 2 MiB at a time) from
+/// the first half of `scratch` to its second half.
+fn copy_scratch(scratch: &mut [u8], size: u64) {
+    let half = usize::try_from(SZ_2M).unwrap_or(0);
+    let mut left = size;
+    while left > 0 {
+        let n = usize::try_from(left).unwrap_or(half).min(half);
+        if let Some((src, dst)) = scratch.split_at_mut_checked(half) {
+            if let (Some(s), Some(d)) = (src.get(..n), dst.get_mut(..n)) {
+                d.copy_from_slice(s);
+            }
+        }
+        left = left.saturating_sub(u64::try_from(n.max(1)).unwrap_or(u64::MAX));
+    }
+}
+
+/// No slot: ends the LRU list.
+const NIL: u32 = u32::MAX;
+
+/// One allocation of [`Evicting`].
+#[derive(Clone, Copy)]
+struct Slot<H> {
+    /// The block in GPU memory; `None` once evicted (or while the slot is spare).
+    block: Option<H>,
+    /// Its size.
+    size: u64,
+    /// Pinned: never on the LRU.
+    pinned: bool,
+    /// Contiguous (freed with [`BenchAlloc::free_contiguous`]).
+    contiguous: bool,
+    /// On the LRU.
+    listed: bool,
+    /// The LRU neighbours (toward the oldest, toward the newest).
+    prev: u32,
+    next: u32,
+}
+
+/// `gpu_buddy` with TTM's policy over it (see the module documentation): a failed timed request
+/// evicts the least recently allocated movable allocation to system memory and tries again.
+/// A handle is a slot; the LRU is a list through the slots, oldest first.
+pub(crate) struct Evicting<A: BenchAlloc, S: Storage> {
+    /// The allocator.
+    a: A,
+    /// The allocations, by handle.
+    slots: S::Vec<Slot<A::Handle>>,
+    /// Handles not in use.
+    spare: S::Vec<u32>,
+    /// The LRU's oldest and newest slot.
+    head: u32,
+    tail: u32,
+    /// The copy's source and destination, 2 MiB each.
+    scratch: S::Vec<u8>,
+    /// Bytes and allocations evicted.
+    moved: u64,
+    moves: u64,
+}
+
+impl<A: BenchAlloc, S: Storage> Evicting<A, S> {
+    /// Wraps a fresh allocator for at most `handles` live allocations.
+    pub(crate) fn new(a: A, handles: usize) -> Result<Self, OutOfMemory> {
+        let mut e: Self = Evicting {
+            a,
+            slots: S::Vec::new(),
+            spare: S::Vec::new(),
+            head: NIL,
+            tail: NIL,
+            scratch: S::Vec::new(),
+            moved: 0,
+            moves: 0,
+        };
+        e.slots.try_reserve(handles)?;
+        e.spare.try_reserve(handles)?;
+        for h in (0..handles).rev() {
+            e.slots.try_push(Slot {
+                block: None,
+                size: 0,
+                pinned: false,
+                contiguous: false,
+                listed: false,
+                prev: NIL,
+                next: NIL,
+            })?;
+            e.spare
+                .try_push(u32::try_from(h).map_err(|_| OutOfMemory)?)?;
+        }
+        let bytes = usize::try_from(2 * SZ_2M).map_err(|_| OutOfMemory)?;
+        e.scratch.try_reserve(bytes)?;
+        for _ in 0..bytes {
+            e.scratch.try_push(0)?;
+        }
+        Ok(e)
+    }
+
+    fn slot(&mut self, h: u32) -> Option<&mut Slot<A::Handle>> {
+        self.slots.get_mut(usize::try_from(h).ok()?)
+    }
+
+    /// Appends `h` to the LRU (the newest).
+    fn lru_push(&mut self, h: u32) {
+        let tail = self.tail;
+        if let Some(s) = self.slot(h) {
+            (s.prev, s.next, s.listed) = (tail, NIL, true);
+        }
+        match self.slot(tail) {
+            Some(t) => t.next = h,
+            None => self.head = h,
+        }
+        self.tail = h;
+    }
+
+    /// Takes `h` off the LRU, if it is on it.
+    fn lru_remove(&mut self, h: u32) {
+        let Some(s) = self.slot(h) else {
+            return;
+        };
+        if !s.listed {
+            return;
+        }
+        let (prev, next) = (s.prev, s.next);
+        (s.prev, s.next, s.listed) = (NIL, NIL, false);
+        match self.slot(prev) {
+            Some(p) => p.next = next,
+            None => self.head = next,
+        }
+        match self.slot(next) {
+            Some(n) => n.prev = prev,
+            None => self.tail = prev,
+        }
+    }
+
+    /// Evicts the oldest movable allocation; whether there was one.
+    fn evict_one(&mut self) -> bool {
+        let h = self.head;
+        self.lru_remove(h);
+        let Some(s) = self.slot(h) else {
+            return false;
+        };
+        let (block, size, contiguous) = (s.block.take(), s.size, s.contiguous);
+        let Some(block) = block else {
+            return false;
+        };
+        copy_scratch(&mut self.scratch, size);
+        if contiguous {
+            self.a.free_contiguous(block);
+        } else {
+            self.a.free(block);
+        }
+        self.moved += size;
+        self.moves += 1;
+        true
+    }
+
+    /// Gives `block` a handle (on the LRU unless pinned); on failure frees it again.
+    fn own(&mut self, block: A::Handle, size: u64, pinned: bool, contiguous: bool) -> Option<u32> {
+        let Some(h) = self.spare.pop() else {
+            if contiguous {
+                self.a.free_contiguous(block);
+            } else {
+                self.a.free(block);
+            }
+            return None;
+        };
+        if let Some(s) = self.slot(h) {
+            (s.block, s.size, s.pinned, s.contiguous) = (Some(block), size, pinned, contiguous);
+        }
+        if !pinned {
+            self.lru_push(h);
+        }
+        Some(h)
+    }
+
+    /// Frees handle `h`, in GPU memory or (evicted) in system memory.
+    fn release(&mut self, h: u32) {
+        self.lru_remove(h);
+        let Some(s) = self.slot(h) else {
+            return;
+        };
+        let (block, contiguous) = (s.block.take(), s.contiguous);
+        match block {
+            Some(b) if contiguous => self.a.free_contiguous(b),
+            Some(b) => self.a.free(b),
+            None => {}
+        }
+        // Room was reserved for every handle.
+        let _ = self.spare.try_push(h);
+    }
+}
+
+impl<A: BenchAlloc, S: Storage> FragAlloc for Evicting<A, S> {
+    type Handle = u32;
+
+    #[inline(never)]
+    fn alloc(&mut self, size: u64, pinned: bool) -> Option<u32> {
+        let mut b = self.a.alloc(size);
+        // Only the timed requests (2 MiB) evict; see the module documentation.
+        while b.is_none() && size >= SZ_2M && self.evict_one() {
+            b = self.a.alloc(size);
+        }
+        self.own(b?, size, pinned, false)
+    }
+
+    fn free(&mut self, h: u32) {
+        self.release(h)
+    }
+
+    #[inline(never)]
+    fn alloc_contiguous(&mut self, bytes: u64) -> Option<u32> {
+        let mut b = self.a.alloc_contiguous(bytes);
+        while b.is_none() && self.evict_one() {
+            b = self.a.alloc_contiguous(bytes);
+        }
+        self.own(b?, bytes, false, true)
+    }
+
+    fn free_contiguous(&mut self, h: u32) {
+        self.release(h)
+    }
+
+    fn moved(&self) -> u64 {
+        self.moved
+    }
+
+    fn moves(&self) -> u64 {
+        self.moves
+    }
+
+    fn largest_free(&self) -> u64 {
+        self.a.largest_free()
+    }
+
+    fn metadata_bytes(&self) -> u64 {
+        self.a.metadata_bytes()
     }
 }
 
@@ -162,6 +422,8 @@ pub(crate) struct Movable<S: Storage> {
     scratch: S::Vec<u8>,
     /// Bytes moved.
     moved: u64,
+    /// Chunks moved.
+    moves: u64,
 }
 
 impl<S: Storage> Movable<S> {
@@ -177,6 +439,7 @@ impl<S: Storage> Movable<S> {
             spare: S::Vec::new(),
             scratch: S::Vec::new(),
             moved: 0,
+            moves: 0,
         };
         let slots = m.pmm.root_count().checked_mul(STRIDE).ok_or(OutOfMemory)?;
         m.owner.try_reserve(slots)?;
@@ -237,13 +500,7 @@ impl<S: Storage> Movable<S> {
 
     /// Copies `size` bytes from the scratch source to the scratch destination.
     fn copy(&mut self, size: u64) {
-        let half = usize::try_from(SZ_2M).unwrap_or(0);
-        let n = usize::try_from(size).unwrap_or(half).min(half);
-        if let Some((src, dst)) = self.scratch.split_at_mut_checked(half) {
-            if let (Some(s), Some(d)) = (src.get(..n), dst.get_mut(..n)) {
-                d.copy_from_slice(s);
-            }
-        }
+        copy_scratch(&mut self.scratch, size);
     }
 
     /// Compacts for `goal` as the driver's compaction does: plan, then each move in turn
@@ -274,6 +531,7 @@ impl<S: Storage> Movable<S> {
                 }
             }
             self.moved += mv.size;
+            self.moves += 1;
         }
         true
     }
@@ -340,6 +598,10 @@ impl<S: Storage> FragAlloc for Movable<S> {
         self.moved
     }
 
+    fn moves(&self) -> u64 {
+        self.moves
+    }
+
     fn largest_free(&self) -> u64 {
         self.pmm.largest_free()
     }
@@ -392,6 +654,8 @@ struct Kind<H> {
     worst: u64,
     /// Bytes moved to answer them.
     moved: u64,
+    /// Allocations moved to answer them.
+    moves: u64,
     /// Answered and refused.
     tally: Tally,
 }
@@ -403,6 +667,7 @@ impl<H: Copy> Default for Kind<H> {
             ns: 0,
             worst: 0,
             moved: 0,
+            moves: 0,
             tally: Tally::default(),
         }
     }
@@ -458,7 +723,7 @@ pub(crate) fn frag<A: FragAlloc, S: Storage, C: Clock>(
                 a.free(h);
             }
         }
-        let moved = a.moved();
+        let (moved, moves) = (a.moved(), a.moves());
         let t = clock.now_ns();
         let h = if contiguous {
             a.alloc_contiguous(CONTIG)
@@ -470,6 +735,7 @@ pub(crate) fn frag<A: FragAlloc, S: Storage, C: Clock>(
         k.ns = k.ns.saturating_add(ns);
         k.worst = k.worst.max(ns);
         k.moved = k.moved.saturating_add(a.moved().saturating_sub(moved));
+        k.moves = k.moves.saturating_add(a.moves().saturating_sub(moves));
     }
     let per = u64::try_from(requests).unwrap_or(u64::MAX).max(1);
     let (largest_free, metadata) = (a.largest_free(), a.metadata_bytes());
@@ -481,6 +747,7 @@ pub(crate) fn frag<A: FragAlloc, S: Storage, C: Clock>(
         failed: k.tally.failed,
         worst_ns: k.worst,
         moved: k.moved,
+        moves: k.moves,
         ..Outcome::default()
     };
     let [two, contig] = &kinds;
@@ -498,12 +765,17 @@ pub(crate) fn frag<A: FragAlloc, S: Storage, C: Clock>(
     Ok(result)
 }
 
-/// The rounds of one request kind: nvrs with compaction, without, and the anchor.
-pub(crate) type KindRounds = [Rounds; 3];
+/// The rounds of one request kind: nvrs with compaction, without, the anchor, and the anchor
+/// with LRU eviction.
+pub(crate) type KindRounds = [Rounds; SIDES];
 
-/// Runs the trace [`ROUNDS`] times on fresh allocators, rotating which of the three runs first;
-/// per request kind, the rounds of nvrs with compaction, without, and of the anchor. `None` if
-/// an allocator could not be built or ran out of memory for the trace's bookkeeping.
+/// The sides of the fragmentation traces.
+const SIDES: usize = 4;
+
+/// Runs the trace [`ROUNDS`] times on fresh allocators, rotating which of the four runs first;
+/// per request kind, the rounds of nvrs with compaction, without, of the anchor, and of the
+/// anchor with LRU eviction. `None` if an allocator could not be built or ran out of memory for
+/// the trace's bookkeeping.
 pub(crate) fn run<S, C, B>(
     clock: &C,
     scale: Scale,
@@ -525,15 +797,20 @@ where
         let mut b = Fixed(anchor(BYTES)?);
         frag::<_, S, _>(&mut b, clock, warm, requests).ok()
     };
+    let evicting = || -> Option<[Outcome; 2]> {
+        let mut b = Evicting::<B, S>::new(anchor(BYTES)?, LIVE + 2 * HOLD + 2).ok()?;
+        frag::<_, S, _>(&mut b, clock, warm, requests).ok()
+    };
     let mut out: [KindRounds; 2] = Default::default();
     for round in 0..ROUNDS {
-        let mut got: [[Outcome; 2]; 3] = Default::default();
-        for k in 0..3 {
-            let side = (round + k) % 3;
+        let mut got: [[Outcome; 2]; SIDES] = Default::default();
+        for k in 0..SIDES {
+            let side = (round + k) % SIDES;
             let r = match side {
                 0 => movable(true)?,
                 1 => movable(false)?,
-                _ => fixed()?,
+                2 => fixed()?,
+                _ => evicting()?,
             };
             if let Some(slot) = got.get_mut(side) {
                 *slot = r;
@@ -550,17 +827,19 @@ where
     Some(out)
 }
 
-/// The four lines of the fragmentation traces, for `emit` (see [`super::traces::run_suite`]).
+/// The six lines of the fragmentation traces, for `emit` (see [`super::traces::run_suite`]).
 pub(crate) fn lines<'a>(
     r: Option<&'a [KindRounds; 2]>,
 ) -> impl Iterator<Item = (&'static str, Option<Line<'a>>)> {
+    // (nvrs side, anchor side) of each line of a kind.
+    const PAIRS: [(usize, usize); 3] = [(0, 2), (1, 2), (0, 3)];
     LINES.iter().enumerate().flat_map(move |(kind, names)| {
-        names.iter().enumerate().map(move |(side, &name)| {
+        names.iter().zip(PAIRS).map(move |(&name, (n, a))| {
             let line = r.and_then(|r| r.get(kind)).and_then(|k| {
                 Some(Line {
                     trace: name,
-                    nvrs: k.get(side)?,
-                    anchor: k.get(2)?,
+                    nvrs: k.get(n)?,
+                    anchor: k.get(a)?,
                     expect_same_work: false,
                 })
             });

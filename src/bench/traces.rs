@@ -209,8 +209,12 @@ pub(crate) struct Outcome {
     /// The slowest timed operation, in nanoseconds (0 where operations are not timed one by
     /// one).
     pub(crate) worst_ns: u64,
-    /// Bytes the allocator moved to answer (compaction; 0 for an allocator that cannot move).
+    /// Bytes the allocator moved to answer (compaction, or eviction to system memory; 0 for an
+    /// allocator that cannot move).
     pub(crate) moved: u64,
+    /// Allocations it moved (or evicted) to answer: each costs a driver a remap and a TLB
+    /// invalidate.
+    pub(crate) moves: u64,
     /// Bytes the owners of live buffers hold to keep them ([`BenchAlloc::holder_bytes`]; 0 in
     /// traces of single blocks).
     pub(crate) held: u64,
@@ -248,6 +252,7 @@ fn outcome<A: BenchAlloc>(a: &A, ns: u64, ops: u64, tally: Tally) -> Outcome {
         failed: tally.failed,
         worst_ns: 0,
         moved: 0,
+        moves: 0,
         held: 0,
         waste: 0,
     }
@@ -543,8 +548,8 @@ impl core::fmt::Display for Line<'_> {
         if n.worst_ns != 0 || a.worst_ns != 0 {
             write!(
                 f,
-                " worst_nvrs={}ns worst_anchor={}ns moved_nvrs={}",
-                n.worst_ns, a.worst_ns, n.moved
+                " worst_nvrs={}ns worst_anchor={}ns moved_nvrs={} moved_anchor={} moves_nvrs={} moves_anchor={}",
+                n.worst_ns, a.worst_ns, n.moved, a.moved, n.moves, a.moves
             )?;
         }
         if n.held != 0 || a.held != 0 {
@@ -587,7 +592,7 @@ const INIT: &str = "init_1T";
 const TOP: &str = "first_alloc_at_top_1T";
 
 /// The traces of [`run_suite`], by name, in the order it runs them (the fragmentation trace
-/// prints the four lines of [`super::frag::LINES`]).
+/// prints the six lines of [`super::frag::LINES`]).
 pub(crate) const TRACES: [&str; 8] = [
     UNIFORM,
     MIXED,

@@ -28,6 +28,19 @@ pub(crate) mod topology;
 pub(crate) mod uapi;
 pub(crate) mod vaspace;
 
+/// The benchmark traces (`src/bench/`), pure like the memory manager they drive; tested here
+/// (their allocator models), timed by `examples/pmm_bench.rs`.
+#[cfg(test)]
+#[allow(dead_code)]
+#[path = "../../../src/bench/frag.rs"]
+mod frag;
+#[cfg(test)]
+#[allow(dead_code)]
+#[path = "../../../src/bench/traces.rs"]
+mod traces;
+
+#[cfg(test)]
+mod bench_tests;
 #[cfg(test)]
 mod c_check;
 #[cfg(test)]
