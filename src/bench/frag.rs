@@ -627,11 +627,8 @@ fn step<A: FragAlloc, S: Storage>(
     rng: &mut Rng,
     cap: usize,
 ) -> Result<(), OutOfMemory> {
-    if !live.is_empty() && (live.len() >= cap || rng.below(2) == 0) {
-        let i = rng.below(live.len());
-        let last = live.len() - 1;
-        live.swap(i, last);
-        if let Some(h) = live.pop() {
+    if rng.frees(live.len(), cap) {
+        if let Some(h) = rng.take(live) {
             a.free(h);
         }
     } else {
@@ -694,10 +691,7 @@ pub(crate) fn frag<A: FragAlloc, S: Storage, C: Clock>(
     }
     let cap = live.len() / 5 * 4;
     while live.len() > cap {
-        let i = rng.below(live.len());
-        let last = live.len() - 1;
-        live.swap(i, last);
-        if let Some(h) = live.pop() {
+        if let Some(h) = rng.take(&mut live) {
             a.free(h);
         }
     }

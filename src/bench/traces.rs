@@ -190,6 +190,22 @@ impl Rng {
     }
 }
 
+impl Rng {
+    /// Whether a churn step with `live` of at most `cap` live allocations frees one (always at
+    /// `cap`, never with none, else at random).
+    pub(crate) fn frees(&mut self, live: usize, cap: usize) -> bool {
+        live != 0 && (live >= cap || self.below(2) == 0)
+    }
+
+    /// Takes a random element out of `live` (the last one takes its place).
+    pub(crate) fn take<T, V: ChunkVec<T>>(&mut self, live: &mut V) -> Option<T> {
+        let i = self.below(live.len());
+        let last = live.len().checked_sub(1)?;
+        live.swap(i, last);
+        live.pop()
+    }
+}
+
 /// The seed every trace uses.
 pub(crate) const SEED: u64 = 0x6e76_7273;
 
@@ -287,11 +303,8 @@ pub(crate) fn churn<A: BenchAlloc, S: Storage, C: Clock>(
     let mut tally = Tally::default();
     let t = clock.now_ns();
     for _ in 0..ops {
-        if !live.is_empty() && (live.len() >= cap || rng.below(2) == 0) {
-            let i = rng.below(live.len());
-            let last = live.len() - 1;
-            live.swap(i, last);
-            if let Some(h) = live.pop() {
+        if rng.frees(live.len(), cap) {
+            if let Some(h) = rng.take(&mut live) {
                 a.free(h);
             }
         } else if let Some(h) = tally.count(a.alloc(size_of(&mut rng))) {
@@ -336,11 +349,8 @@ pub(crate) fn buffers<A: BenchAlloc, S: Storage, C: Clock>(
     let mut tally = Tally::default();
     let t = clock.now_ns();
     for _ in 0..ops {
-        if !live.is_empty() && (live.len() >= cap || rng.below(2) == 0) {
-            let i = rng.below(live.len());
-            let last = live.len() - 1;
-            live.swap(i, last);
-            if let Some((b, _)) = live.pop() {
+        if rng.frees(live.len(), cap) {
+            if let Some((b, _)) = rng.take(&mut live) {
                 a.free_buffer(b);
             }
         } else {
