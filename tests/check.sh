@@ -5,7 +5,9 @@
 #
 #   1. host: cargo test of the pure logic (tests/host);
 #   2. build: nvrs.ko and the C consumer against the test kernel, warning-free;
+#      and make bench's module (NVRS_BENCH=1) in a copy of the tree;
 #   3. module metadata: modinfo fields and the GPL export in Module.symvers;
+#      style; stack frames (tests/frames.py);
 #   4. VM, PCIe-switch topology: KUnit suites + scenarios (probe, topology,
 #      p2p, isolation, vaspace, dmabuf, compact, smi, removal, teardown,
 #      stale, faults, storage: NVMe O_DIRECT into GPU memory), with two
@@ -122,6 +124,17 @@ else
 	finish
 fi
 
+# make bench's module (NVRS_BENCH=1: the in-kernel benchmarks), built in a copy
+# of the tree against this kernel, so that its code keeps building between
+# benchmark runs, and its stack frames are checked (below).
+step "build the benchmark module (NVRS_BENCH=1)"
+if nvrs_build_copy "$OUT/benchbuild" NVRS_BENCH=1 >"$OUT/build-bench.log" 2>&1; then
+	record "bench build" 1 0
+else
+	tail -n 20 "$OUT/build-bench.log"
+	record "bench build" 0 1
+fi
+
 step "module metadata"
 mp=0
 mf=0
@@ -187,6 +200,15 @@ meta "layering of src/: ordered layers, no import cycle (layering.py --strict)" 
 meta "layering.py --strict fails on a tree with an import cycle (tests/data/layering-cycle)" \
 	'! NVRS_ROOT="$TESTS/data/layering-cycle" python3 "$TESTS/layering.py" --strict >"$OUT/layering-cycle.txt" &&
 	grep -q "^not ok - import cycle: p2p -> vaspace -> p2p" "$OUT/layering-cycle.txt"'
+# Stack frames (tests/frames.py): rustc does not warn of large ones as the C
+# compiler does (CONFIG_FRAME_WARN), and a kernel stack is 16 KiB. The
+# benchmarks run inside a debugfs read's formatting; their frames once added
+# up past the stack's end (a stack guard page oops in make bench). The
+# benchmark module may use a quarter of the stack per frame; the production
+# build is held to the kernel's 64-bit default, 2048 bytes (below, after the
+# DKMS build).
+meta "stack frames of the benchmark module: none over 4096 bytes" \
+	'python3 "$TESTS/frames.py" "$OUT/benchbuild/nvrs.ko" 4096 >"$OUT/frames-bench.txt"'
 record style "$mp" "$mf"
 
 # vm NAME ARGS...: one VM boot; adds its RESULT line to the totals.
@@ -268,6 +290,8 @@ meta "production build: modinfo has its parameters (emulated) and no test_* or f
 # SIGPIPE, and pipefail would fail the check.)
 meta "production build: rust/p2pdma.o linked in, rust/faults.o not" \
 	'nm "$DKMS_KO" | grep " T nvrs_p2pdma_register$" >/dev/null && ! nm "$DKMS_KO" | grep -E " T (nvrs_ticker_new|nvrs_pci_surprise_remove)$" >/dev/null'
+meta "production build: no stack frame over 2048 bytes (tests/frames.py)" \
+	'python3 "$TESTS/frames.py" "$DKMS_KO" 2048 >"$OUT/frames-production.txt"'
 meta "test build: rust/faults.o linked in" \
 	'nm "$ko" | grep " T nvrs_ticker_new$" >/dev/null'
 meta "test build: modinfo has the test parameters" \

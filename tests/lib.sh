@@ -67,6 +67,19 @@ nvrs_build() {
 VM_MODULES=(--module "$ROOT/nvrs.ko" --module "$ROOT/tests/consumer/nvrs_consumer.ko"
 	--bin "$OUT/nvrs-tool" --bin "$OUT/nvrs-fuzz" --bin "$OUT/nvrs-smi")
 
+# nvrs_build_copy DIR MAKEVARS...: build nvrs.ko against $KDIR in a copy of
+# the tree at DIR (so the tree's own build stays as it is), with MAKEVARS.
+nvrs_build_copy() {
+	local dir=$1
+	shift
+	rm -rf "$dir" &&
+		mkdir -p "$dir" &&
+		tar -C "$ROOT" --exclude=./tests/out --exclude=./tests/host/target --exclude=./.git \
+			-cf - . | tar -C "$dir" -xf - &&
+		{ make -s -C "$dir" KDIR="$KDIR" "$@" clean >/dev/null 2>&1 || true; } &&
+		make -s -C "$dir" KDIR="$KDIR" "$@" modules
+}
+
 # nvrs_build_sanitize: build nvrs.ko and the test consumer against the
 # sanitizer kernel (clang-built: KASAN with Rust needs it), in a copy of the
 # tree ($OUT/sanitize) so the check build stays as it is. Sets SAN_ENV (the
@@ -79,13 +92,7 @@ nvrs_build_sanitize() {
 	(
 		# shellcheck disable=SC1090
 		. "$SAN_ENV" &&
-			rm -rf "$SAN" &&
-			mkdir -p "$SAN" &&
-			tar -C "$ROOT" --exclude=./tests/out --exclude=./tests/host/target --exclude=./.git \
-				-cf - . | tar -C "$SAN" -xf - &&
-			{ make -s -C "$SAN" KDIR="$KDIR" LLVM="$KLLVM" clean >/dev/null 2>&1 || true; } &&
-			make -s -C "$SAN" KDIR="$KDIR" LLVM="$KLLVM" NVRS_TESTING=1 modules \
-				>"$OUT/build-sanitize.log" 2>&1 &&
+			nvrs_build_copy "$SAN" LLVM="$KLLVM" NVRS_TESTING=1 >"$OUT/build-sanitize.log" 2>&1 &&
 			make -s -C "$SAN/tests/consumer" KDIR="$KDIR" LLVM="$KLLVM" \
 				NVRS_SYMVERS="$SAN/Module.symvers" >>"$OUT/build-sanitize.log" 2>&1 &&
 			echo "$BZIMAGE" >"$SAN/bzimage"

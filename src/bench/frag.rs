@@ -775,7 +775,7 @@ pub(crate) fn run<S, C, B>(
     scale: Scale,
     nvrs: &impl Fn(u64) -> Option<Pmm<S>>,
     anchor: &impl Fn(u64) -> Option<B>,
-) -> Option<[KindRounds; 2]>
+) -> Option<S::Vec<KindRounds>>
 where
     S: Storage,
     C: Clock,
@@ -795,7 +795,12 @@ where
         let mut b = Evicting::<B, S>::new(anchor(BYTES)?, LIVE + 2 * HOLD + 2).ok()?;
         frag::<_, S, _>(&mut b, clock, warm, requests).ok()
     };
-    let mut out: [KindRounds; 2] = Default::default();
+    // The rounds live on the heap: this runs deep in a kernel stack (see `traces::run_suite`).
+    let mut out = S::Vec::<KindRounds>::new();
+    out.try_reserve(LINES.len()).ok()?;
+    for _ in LINES {
+        out.try_push(KindRounds::default()).ok()?;
+    }
     for round in 0..ROUNDS {
         let mut got: [[Outcome; 2]; SIDES] = Default::default();
         for k in 0..SIDES {
@@ -823,7 +828,7 @@ where
 
 /// The six lines of the fragmentation traces, for `emit` (see [`super::traces::run_suite`]).
 pub(crate) fn lines<'a>(
-    r: Option<&'a [KindRounds; 2]>,
+    r: Option<&'a [KindRounds]>,
 ) -> impl Iterator<Item = (&'static str, Option<Line<'a>>)> {
     // (nvrs side, anchor side) of each line of a kind.
     const PAIRS: [(usize, usize); 3] = [(0, 2), (1, 2), (0, 3)];

@@ -652,15 +652,19 @@ where
     B: BenchAlloc,
 {
     let run = |name: &str| only.is_none_or(|o| o == name);
-    // The same trace on both allocators (a macro: the two have different types).
+    // The same trace on both allocators (a macro: the two have different types). Each trace
+    // runs in a frame of its own ([`alternate`], [`init`] and [`top`] are not inlined): this
+    // runs inside a debugfs read's formatting, deep in a 16 KiB kernel stack, and one frame
+    // holding every trace's rounds once overflowed it.
     macro_rules! pair {
         ($name:expr, $bytes:expr, |$a:ident| $trace:expr) => {{
             if run($name) {
-                let r = alternate(
+                run_pair(
+                    &mut emit,
+                    $name,
                     || nvrs($bytes).and_then(|mut $a| $trace.ok()),
                     || anchor($bytes).and_then(|mut $a| $trace.ok()),
-                );
-                emit_pair(&mut emit, $name, r)?;
+                )?;
             }
         }};
     }
@@ -690,20 +694,60 @@ where
     // mean of INITS after a first, untimed one, which also pays for translating the code under
     // emulation).
     if run(INIT) {
-        let r = alternate(|| init(clock, || nvrs(TIB)), || init(clock, || anchor(TIB)));
-        emit_pair(&mut emit, INIT, r)?;
+        run_pair(
+            &mut emit,
+            INIT,
+            || init::<_, S, _>(clock, || nvrs(TIB)),
+            || init::<_, S, _>(clock, || anchor(TIB)),
+        )?;
     }
     // The first allocation at the top of a fresh 1 TiB manager: the cost that lazily created
     // metadata defers to it.
     if run(TOP) {
-        let r = alternate(|| top(clock, || nvrs(TIB)), || top(clock, || anchor(TIB)));
-        emit_pair(&mut emit, TOP, r)?;
+        run_pair(
+            &mut emit,
+            TOP,
+            || top::<_, S, _>(clock, || nvrs(TIB)),
+            || top::<_, S, _>(clock, || anchor(TIB)),
+        )?;
     }
     if run(super::frag::NAME) {
-        let r = super::frag::run(clock, scale, &nvrs, &anchor);
-        for (name, line) in super::frag::lines(r.as_ref()) {
-            emit(name, line)?;
-        }
+        run_frag(clock, scale, &nvrs, &anchor, &mut emit)?;
+    }
+    Ok(())
+}
+
+/// Runs a trace on both sides ([`alternate`]) and hands `emit` its line, in a frame of its own
+/// (see [`run_suite`]).
+#[inline(never)]
+fn run_pair<E>(
+    emit: &mut impl FnMut(&str, Option<Line<'_>>) -> Result<(), E>,
+    name: &str,
+    nvrs: impl FnMut() -> Option<Outcome>,
+    anchor: impl FnMut() -> Option<Outcome>,
+) -> Result<(), E> {
+    let r = alternate(nvrs, anchor);
+    emit_pair(emit, name, r.as_ref())
+}
+
+/// Runs the fragmentation traces and hands `emit` their lines, in a frame of its own (see
+/// [`run_suite`]).
+#[inline(never)]
+fn run_frag<S, C, B, E>(
+    clock: &C,
+    scale: Scale,
+    nvrs: &impl Fn(u64) -> Option<Pmm<S>>,
+    anchor: &impl Fn(u64) -> Option<B>,
+    emit: &mut impl FnMut(&str, Option<Line<'_>>) -> Result<(), E>,
+) -> Result<(), E>
+where
+    S: Storage,
+    C: Clock,
+    B: BenchAlloc,
+{
+    let r = super::frag::run(clock, scale, nvrs, anchor);
+    for (name, line) in super::frag::lines(r.as_deref()) {
+        emit(name, line)?;
     }
     Ok(())
 }
@@ -712,9 +756,9 @@ where
 fn emit_pair<E>(
     emit: &mut impl FnMut(&str, Option<Line<'_>>) -> Result<(), E>,
     name: &str,
-    rounds: Option<(Rounds, Rounds)>,
+    rounds: Option<&(Rounds, Rounds)>,
 ) -> Result<(), E> {
-    let line = rounds.as_ref().map(|(n, b)| Line {
+    let line = rounds.map(|(n, b)| Line {
         trace: name,
         nvrs: n,
         anchor: b,
@@ -728,15 +772,21 @@ const INITS: u64 = 8;
 
 /// Times `new` (see `init_1T` in [`run_suite`]): the managers live until the clock stops, so
 /// that their teardown is not timed, and the clock is read twice (it is slow under emulation).
-fn init<A: BenchAlloc, C: Clock>(clock: &C, new: impl Fn() -> Option<A>) -> Option<Outcome> {
+/// They live in a vector, not on the stack (see [`run_suite`]).
+#[inline(never)]
+fn init<A: BenchAlloc, S: Storage, C: Clock>(
+    clock: &C,
+    new: impl Fn() -> Option<A>,
+) -> Option<Outcome> {
     new()?;
-    let mut live: [Option<A>; INITS as usize] = core::array::from_fn(|_| None);
+    let mut live = S::Vec::<A>::new();
+    live.try_reserve(usize::try_from(INITS).ok()?).ok()?;
     let t = clock.now_ns();
-    for slot in live.iter_mut() {
-        *slot = Some(new()?);
+    for _ in 0..INITS {
+        live.try_push(new()?).ok()?;
     }
     let ns = clock.now_ns().saturating_sub(t);
-    let last = live.iter().flatten().last()?;
+    let last = live.last()?;
     Some(Outcome {
         deci_ns_per_op: ns.saturating_mul(10) / INITS,
         largest_free: last.largest_free(),
@@ -748,22 +798,26 @@ fn init<A: BenchAlloc, C: Clock>(clock: &C, new: impl Fn() -> Option<A>) -> Opti
 
 /// Times the first allocation of each of [`INITS`] fresh managers (built untimed): the 2 MiB
 /// block at the top of the manager, at its offset (`alloc_at`; `gpu_buddy`'s range allocation).
-/// The allocations are freed and the managers dropped after the clock stops.
-fn top<A: BenchAlloc, C: Clock>(clock: &C, new: impl Fn() -> Option<A>) -> Option<Outcome> {
-    let mut live: [Option<A>; INITS as usize] = core::array::from_fn(|_| None);
-    for slot in live.iter_mut() {
-        *slot = Some(new()?);
+/// The allocations are freed and the managers dropped after the clock stops. The managers live
+/// in a vector, not on the stack (see [`run_suite`]).
+#[inline(never)]
+fn top<A: BenchAlloc, S: Storage, C: Clock>(
+    clock: &C,
+    new: impl Fn() -> Option<A>,
+) -> Option<Outcome> {
+    let mut live = S::Vec::<A>::new();
+    live.try_reserve(usize::try_from(INITS).ok()?).ok()?;
+    for _ in 0..INITS {
+        live.try_push(new()?).ok()?;
     }
     let mut got: [Option<A::Handle>; INITS as usize] = [None; INITS as usize];
     let mut tally = Tally::default();
     let t = clock.now_ns();
-    for (slot, h) in live.iter_mut().zip(got.iter_mut()) {
-        if let Some(a) = slot {
-            *h = tally.count(a.alloc_at(TIB - SZ_2M, SZ_2M));
-        }
+    for (a, h) in live.iter_mut().zip(got.iter_mut()) {
+        *h = tally.count(a.alloc_at(TIB - SZ_2M, SZ_2M));
     }
     let ns = clock.now_ns().saturating_sub(t);
-    let last = live.iter().flatten().last()?;
+    let last = live.last()?;
     let result = Outcome {
         deci_ns_per_op: ns.saturating_mul(10) / INITS,
         largest_free: last.largest_free(),
@@ -772,8 +826,8 @@ fn top<A: BenchAlloc, C: Clock>(clock: &C, new: impl Fn() -> Option<A>) -> Optio
         failed: tally.failed,
         ..Outcome::default()
     };
-    for (slot, h) in live.iter_mut().zip(got) {
-        if let (Some(a), Some(h)) = (slot, h) {
+    for (a, h) in live.iter_mut().zip(got) {
+        if let Some(h) = h {
             a.free(h);
         }
     }
