@@ -11,9 +11,11 @@
 #     fresh allocators, alternating which side goes first, the median and
 #     min/max of each side, the allocations each side answered and refused
 #     (same_work=no if they differ), the largest free block and the metadata
-#     bytes of each after the trace; the fragmentation lines (frag_*) give
-#     the success of 2 MiB and 8 MiB contiguous requests with nvrs's
-#     compaction on and off (src/bench/frag.rs);
+#     bytes of each after the trace (the buffers trace also the bytes held
+#     for block lists and wasted by rounding); the fragmentation lines
+#     (frag_*) give the success of 2 MiB and 8 MiB contiguous requests with
+#     nvrs's compaction on and off against gpu_buddy, and with compaction
+#     against gpu_buddy under TTM-style LRU eviction (src/bench/frag.rs);
 #   - VM (one boot, TCG, IOMMU on, 2 GiB per emulated GPU): the same traces
 #     against the kernel's gpu_buddy; get_pages + put_pages against
 #     pin_user_pages + unpin of as many bytes of system memory (fields: the
@@ -30,7 +32,10 @@
 #     (tests/scenarios/bench_removal.sh), the unbind of a GPU holding N = 0
 #     to 20000 mapped allocations of four processes against the same N
 #     released by the processes' exit, 3 shuffled rounds, and the slope of
-#     each side in ns per allocation.
+#     each side in ns per allocation; and in a third (bench_storage.sh),
+#     64 MiB O_DIRECT reads and writes straight into GPU memory against the
+#     bounce through system memory, the bounce pipelined, and the transfer
+#     to or from system memory alone.
 # Times under QEMU's TCG emulation are emulated times: compare ratios.
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
