@@ -102,9 +102,10 @@ void nvrs_buddy_free_contiguous(struct gpu_buddy *mm,
 /*
  * A buffer of @size bytes in blocks of at least 64 KiB, adjacent or not: how
  * a driver backs a buffer object with gpu_buddy (xe and amdgpu keep such a
- * list of blocks in their resource). gpu_buddy rounds @size up to 64 KiB.
- * The list head is allocated here, one per buffer, as the driver's resource
- * is.
+ * list of blocks in their resource). gpu_buddy searches for @size rounded
+ * up to 64 KiB, then trims the last block back to @size (its default), so a
+ * buffer can end in blocks smaller than 64 KiB. The list head is allocated
+ * here, one per buffer, as the driver's resource is.
  */
 struct list_head *nvrs_buddy_alloc_buffer(struct gpu_buddy *mm, u64 size)
 {

@@ -160,6 +160,13 @@ struct slot {
 	unsigned int cb_delay_ms;
 	/* get_pages's out parameter: NULL until nvrs hands the table over */
 	struct nvidia_p2p_page_table *new_pt;
+	/*
+	 * Held by a pin command from get_pages until it has read the table;
+	 * the free callback waits for it, as a real driver's callback waits for
+	 * the setup it races with (the table is invalid once the callback
+	 * returns).
+	 */
+	struct mutex pinning;
 	void __iomem *cpu;		/* cpumap */
 	/* keep: pointers remembered for the stale-pointer tests */
 	struct nvidia_p2p_page_table *old_pt;
@@ -218,6 +225,9 @@ static void free_callback(void *data)
 		pr_err("free callback before get_pages handed out the table\n");
 		atomic64_inc(&early_callbacks);
 	}
+	/* Checked first: an early callback must not be hidden by the wait. */
+	mutex_lock(&s->pinning);
+	mutex_unlock(&s->pinning);
 	atomic_set(&s->in_callback, 1);
 	atomic_set(&s->cb_exiting, !!(current->flags & PF_EXITING));
 	atomic_set(&s->cb_worker, !!(current->flags & PF_WQ_WORKER));
@@ -370,7 +380,8 @@ static void stale_new_pin(const struct nvidia_p2p_page_table *pt)
 	}
 }
 
-static int cmd_pin(struct slot *s, u64 va, u64 len, bool persistent, u32 flags)
+static int cmd_pin_locked(struct slot *s, u64 va, u64 len, bool persistent,
+			  u32 flags)
 {
 	struct nvidia_p2p_page_table *pt = NULL;
 	int ret;
@@ -410,6 +421,17 @@ static int cmd_pin(struct slot *s, u64 va, u64 len, bool persistent, u32 flags)
 	      va, len, pt->entries, pt->version, pt->pages[0]->physical_address,
 	      pt->gpu_uuid);
 	return 0;
+}
+
+/* A pin command: the slot's free callback waits until it has read the table. */
+static int cmd_pin(struct slot *s, u64 va, u64 len, bool persistent, u32 flags)
+{
+	int ret;
+
+	mutex_lock(&s->pinning);
+	ret = cmd_pin_locked(s, va, len, persistent, flags);
+	mutex_unlock(&s->pinning);
+	return ret;
 }
 
 static struct pci_dev *find_peer(const char *name)
@@ -1626,8 +1648,10 @@ static int __init nvrs_consumer_init(void)
 		return -ENOMEM;
 	mutex_init(&con->lock);
 	mutex_init(&stale.lock);
-	for (i = 0; i < NSLOTS; i++)
+	for (i = 0; i < NSLOTS; i++) {
 		mutex_init(&con->slots[i].region);
+		mutex_init(&con->slots[i].pinning);
+	}
 	ret = pci_register_driver(&edu_driver);
 	if (ret)
 		kfree(con);
