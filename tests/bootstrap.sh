@@ -5,7 +5,7 @@
 # built and tested: Debian packages, the Linux 7.3 source, a rust-src that
 # matches `rustc --version`, bindgen, and our own Rust-enabled test kernel.
 #
-# Usage: tests/bootstrap.sh [check|bench|sanitize]
+# Usage: tests/bootstrap.sh [check|bench|sanitize|qemu]
 #
 # Three kernels can be built: "check" (the default: tests/kernel.config plus the
 # debugging options of tests/kernel-debug.config, lockdep and kmemleak) for
@@ -14,6 +14,11 @@
 # "sanitize" (the check kernel plus tests/kernel-sanitize.config: KASAN,
 # UBSAN, SLUB debugging, debug objects, fault injection; built with clang,
 # which KASAN with Rust requires) for the sanitizer VM of `make check`.
+#
+# "qemu" builds, instead of a kernel, the QEMU that carries the GPU model
+# (tests/model/nvrs-gpu.c): Debian's own source of the qemu-system-x86 this
+# machine has (bookworm's 7.2), with the model added, for x86_64-softmmu only
+# (about 2 minutes on 2 cores). It writes env-qemu.sh with NVRS_QEMU.
 #
 # Idempotent: every step checks whether its result already exists. The result
 # is cached outside the repository, in $NVRS_CACHE (default
@@ -50,7 +55,8 @@ sanitize)
 	FRAGMENTS=("$HERE/kernel.config" "$HERE/kernel-debug.config" "$HERE/kernel-sanitize.config")
 	KLLVM=-$LLVM_VERSION
 	;;
-*) echo "bootstrap: error: unknown kernel '$PROFILE' (check, bench or sanitize)" >&2; exit 1 ;;
+qemu) FRAGMENTS=() ;;
+*) echo "bootstrap: error: unknown kernel '$PROFILE' (check, bench, sanitize or qemu)" >&2; exit 1 ;;
 esac
 CACHE=${NVRS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nvrs}
 JOBS=${NVRS_JOBS:-$(nproc)}
@@ -71,6 +77,11 @@ APT_PKGS="build-essential flex bison bc libelf-dev libssl-dev cpio kmod
 # The sanitizer kernel is built with clang (KASAN with Rust needs it).
 if [ -n "$KLLVM" ]; then
 	APT_PKGS="$APT_PKGS clang-$LLVM_VERSION lld-$LLVM_VERSION llvm-$LLVM_VERSION"
+fi
+# QEMU's own build dependencies, for the features the test-bed uses.
+if [ "$PROFILE" = qemu ]; then
+	APT_PKGS="$APT_PKGS ninja-build meson pkg-config libglib2.0-dev libpixman-1-dev
+		zlib1g-dev libfdt-dev"
 fi
 missing=""
 for p in $APT_PKGS; do
@@ -149,6 +160,79 @@ pkg_version() {
 		awk -F'|' '{gsub(/ /, "", $2); print $2}' |
 		grep -E "^(1:)?$2" | head -n1 || true
 }
+
+# --- 2b. The QEMU with the GPU model (profile "qemu" only) -----------------
+# Built from Debian's source of the qemu-system-x86 the other VMs run (so both
+# QEMUs are the same code and patches), plus tests/model/nvrs-gpu.c. Keyed by
+# that version, the configure flags, the model's source and the compiler.
+if [ "$PROFILE" = qemu ]; then
+	QAPT=$CACHE/apt-src
+	QAPT_OPTS=(-o "Dir::Etc::SourceList=$QAPT/sources.list"
+		-o "Dir::Etc::SourceParts=/dev/null"
+		-o "Dir::State::Lists=$QAPT/lists"
+		-o "Dir::Cache=$QAPT/cache"
+		-o "APT::Get::List-Cleanup=0")
+	QVER=$(dpkg-query -W -f='${source:Version}' qemu-system-x86)
+	[ -n "$QVER" ] || die "qemu-system-x86 is not installed"
+	# The firmware path is Debian's: the BIOS and option ROMs of its packages.
+	QFLAGS=(--target-list=x86_64-softmmu --without-default-features --enable-tcg
+		--enable-kvm --enable-fdt=system --disable-docs --disable-tools
+		--disable-user --disable-werror
+		--firmwarepath=/usr/share/qemu:/usr/share/seabios:/usr/lib/ipxe/qemu)
+	QKEY=$( (echo "$QVER"; echo "${QFLAGS[*]}"; cat "$HERE/model/nvrs-gpu.c";
+		gcc --version | head -n1) | sha256sum | cut -c1-16)
+	QDIR=$CACHE/qemu-$QKEY
+	QSRC=$CACHE/qemu-source-${QVER#*:}
+	if [ ! -e "$QSRC/.done" ]; then
+		say "fetching Debian's qemu $QVER source"
+		rm -rf "$QSRC" "$QSRC.tmp"
+		mkdir -p "$QAPT/lists/partial" "$QAPT/cache/archives/partial" "$QSRC.tmp"
+		codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
+		for suite in "$codename" "$codename-updates"; do
+			echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(mirror) $suite main"
+		done >"$QAPT/sources.list"
+		apt-get "${QAPT_OPTS[@]}" update -qq >/dev/null 2>&1 ||
+			die "apt-get update of the $codename source lists failed"
+		(cd "$QSRC.tmp" && apt-get "${QAPT_OPTS[@]}" source -qq --download-only \
+			"qemu=$QVER" >/dev/null 2>&1) ||
+			die "could not download the source of qemu $QVER"
+		dpkg-source -x -q "$QSRC.tmp"/qemu_*.dsc "$QSRC.tmp/src" >/dev/null 2>&1 ||
+			die "could not unpack the qemu source"
+		mv "$QSRC.tmp/src" "$QSRC"
+		rm -rf "$QSRC.tmp"
+		touch "$QSRC/.done"
+	fi
+	if [ ! -e "$QDIR/.done" ]; then
+		say "building QEMU with the GPU model in $QDIR (about 2 minutes on 2 cores)"
+		rm -rf "$QDIR"
+		mkdir -p "$QDIR"
+		log=$QDIR/build.log
+		# A copy of the source per key: the model is added to hw/misc.
+		cp -a "$QSRC" "$QDIR/src"
+		cp "$HERE/model/nvrs-gpu.c" "$QDIR/src/hw/misc/nvrs-gpu.c"
+		echo "softmmu_ss.add(when: 'CONFIG_PCI', if_true: files('nvrs-gpu.c'))" \
+			>>"$QDIR/src/hw/misc/meson.build"
+		mkdir -p "$QDIR/src/build"
+		{
+			(cd "$QDIR/src/build" && ../configure "${QFLAGS[@]}") &&
+			ninja -C "$QDIR/src/build" -j"$JOBS" qemu-system-x86_64
+		} >"$log" 2>&1 || die "QEMU build failed (log: $log)"
+		cp "$QDIR/src/build/qemu-system-x86_64" "$QDIR/qemu-system-x86_64"
+		"$QDIR/qemu-system-x86_64" -device help 2>/dev/null | grep -q '"nvrs-gpu"' ||
+			die "the QEMU built in $QDIR has no nvrs-gpu device"
+		# The build tree is not needed once the binary works.
+		rm -rf "$QDIR/src"
+		touch "$QDIR/.done"
+	fi
+	cat >"$CACHE/env-qemu.sh" <<EOF
+# Written by nvrs tests/bootstrap.sh; sourced by the test scripts.
+export NVRS_CACHE='$CACHE'
+export NVRS_QEMU='$QDIR/qemu-system-x86_64'
+export NVRS_QEMU_SRC='$QSRC'
+EOF
+	echo "$CACHE/env-qemu.sh"
+	exit 0
+fi
 
 RUSTC_VERSION=$(rustc --version | awk '{print $2}')
 [ -n "$RUSTC_VERSION" ] || die "rustc not found"

@@ -77,6 +77,13 @@ if ! nvrs_bootstrap; then
 	record bootstrap 0 1
 	finish
 fi
+# The QEMU with the GPU model (tests/model/nvrs-gpu.c). Without it the model's
+# VM fails, the rest runs.
+if nvrs_bootstrap qemu; then
+	record "bootstrap: QEMU with the GPU model" 1 0
+else
+	record "bootstrap: QEMU with the GPU model" 0 1
+fi
 
 step "host tests (cargo test)"
 log=$OUT/host-tests.log
@@ -189,6 +196,12 @@ meta "the QEMU profiling plugin builds (tests/tcg-profile.sh)" \
 meta "checkpatch src/exports.c" \
 	'perl "$KSRC/scripts/checkpatch.pl" --no-tree --quiet --ignore EXPORT_SYMBOL -f "$ROOT/src/exports.c" >/dev/null'
 # NVIDIA's ABI requires its typedefs and uint*_t prototypes.
+# User space reaching MMIO through a sysfs mapping has no readl(): volatile is how.
+meta "checkpatch tests/tools/nvrs-model-test.c" \
+	'perl "$KSRC/scripts/checkpatch.pl" --no-tree --quiet --ignore VOLATILE -f "$TESTS/tools/nvrs-model-test.c" >/dev/null'
+# The GPU model is QEMU code, in QEMU's style, checked by QEMU's checkpatch.
+meta "QEMU checkpatch tests/model/nvrs-gpu.c" \
+	'perl "$NVRS_QEMU_SRC/scripts/checkpatch.pl" --no-tree -f "$TESTS/model/nvrs-gpu.c" >/dev/null'
 meta "checkpatch include/nv-p2p.h" \
 	'perl "$KSRC/scripts/checkpatch.pl" --no-tree --quiet --ignore NEW_TYPEDEFS -f "$ROOT/include/nv-p2p.h" >/dev/null'
 # Layering: the ordered layers of tests/layering.py (core < helpers < mem < gpu
@@ -255,6 +268,10 @@ vm switch --topology switch --bad-gpus --nvme switch --scenario probe --scenario
 	--scenario smi --scenario removal --scenario teardown --scenario stale --scenario faults \
 	--scenario storage --scenario console --timeout 1200 \
 	--files "$OUT/files" "${KUNIT[@]}"
+# The GPU model alone, in a VM of its own: two models (Ver3 and Ver2 page
+# tables, BAR1 smaller than VRAM), checked from the guest and by the runner's
+# walker, then bound and identified by nvrs.
+vm model --model-gpu GH100:1024:256 --model-gpu GA100:512:128 --scenario model "${KUNIT[@]}"
 # The DKMS package: `dkms build` against the test kernel tree (Debian's dkms,
 # in a private tree), and the module it builds is the one the next VM loads.
 step "DKMS package"

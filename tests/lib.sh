@@ -10,8 +10,8 @@ ROOT=$(dirname "$TESTS")
 OUT=$ROOT/tests/out
 mkdir -p "$OUT"
 
-# nvrs_bootstrap [check|bench]: bring up the toolchain and the cached kernel,
-# then load its paths.
+# nvrs_bootstrap [check|bench|sanitize|qemu]: bring up the toolchain and the
+# cached kernel (or the QEMU with the GPU model), then load its paths.
 nvrs_bootstrap() {
 	local env
 	env=$("$TESTS/bootstrap.sh" "${1:-check}")
@@ -48,7 +48,7 @@ nvrs_build() {
 		echo "error: building nvrs-smi failed" >&2
 		return 1
 	}
-	for t in nvrs-tool nvrs-fuzz; do
+	for t in nvrs-tool nvrs-fuzz nvrs-model-test; do
 		gcc -static -O2 -Wall -Wextra -Werror -pthread -I "$ROOT/include/uapi" \
 			-o "$OUT/$t" "$ROOT/tests/tools/$t.c" >>"$OUT/build.log" 2>&1 || {
 			cat "$OUT/build.log"
@@ -65,7 +65,8 @@ nvrs_build() {
 
 # The modules every VM run loads.
 VM_MODULES=(--module "$ROOT/nvrs.ko" --module "$ROOT/tests/consumer/nvrs_consumer.ko"
-	--bin "$OUT/nvrs-tool" --bin "$OUT/nvrs-fuzz" --bin "$OUT/nvrs-smi")
+	--bin "$OUT/nvrs-tool" --bin "$OUT/nvrs-fuzz" --bin "$OUT/nvrs-smi"
+	--bin "$OUT/nvrs-model-test")
 
 # nvrs_build_copy DIR MAKEVARS...: build nvrs.ko against $KDIR in a copy of
 # the tree at DIR (so the tree's own build stays as it is), with MAKEVARS.

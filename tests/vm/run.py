@@ -11,6 +11,12 @@ them on the root bus instead, across the host bridge. --nvme adds QEMU's NVMe
 controller with an ext4 disk of pattern files (tests/vm/storage.py), under the
 switch or behind a root port of its own.
 
+--model-gpu adds GPU models (tests/model/nvrs-gpu.c, in the QEMU that
+tests/bootstrap.sh qemu builds; --qemu or $NVRS_QEMU): NVIDIA PCI functions with
+BAR0 registers, VRAM on a memory-backend-file (also under /dev/shm) and a BAR1
+window translated through GMMU page tables. Their page tables are checked after
+the VM by an independent walker (tests/vm/gmmu.py).
+
 Before boot, the runner writes an identity block (include/nvrs_emu_identity.h)
 at offset 0 of each emulated GPU's memory. A busybox initramfs mounts the
 usual filesystems and runs each scenario script (tests/scenarios/*.sh) in
@@ -47,6 +53,7 @@ import tempfile
 import time
 import uuid as uuidlib
 
+from gmmu import WalkError, walk_file
 from storage import Storage
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -71,6 +78,9 @@ CHIPS = {
     "TU104": (0x164, 0x1EB8, 0),  # T4
     "GV100": (0x140, 0x1DB4, 6),  # V100 PCIe
 }
+# The page-table format of each chip's MMU (the `mmu` field of its hwref/ table): Ver2 for
+# Pascal to Ada, Ver3 for Hopper and later.
+MMU_VERSION = {"GH100": 3, "GB100": 3, "GA100": 2, "AD102": 2, "TU104": 2, "GV100": 2}
 
 
 def boot_regs(chip_id, major=0xA, minor=1):
@@ -105,6 +115,33 @@ def parse_gpu_spec(spec):
     """CHIP[:MiB], e.g. GH100:256."""
     chip, _, mib = spec.partition(":")
     return chip, int(mib or 256) * MIB
+
+
+class ModelGpu:
+    """One GPU model (tests/model/nvrs-gpu.c): its VRAM backing file and its registers."""
+
+    def __init__(self, index, spec, path):
+        chip, vram, bar1 = (spec.split(":") + ["", ""])[:3]
+        if chip not in CHIPS:
+            sys.exit(f"run.py: error: unknown chip {chip} (known: {', '.join(CHIPS)})")
+        self.index, self.chip, self.path = index, chip, path
+        self.size, self.bar1 = int(vram or 1024) * MIB, int(bar1 or 256) * MIB
+        self.boot0, self.boot42 = boot_regs(CHIPS[chip][0])
+        self.device_id, self.mmu = CHIPS[chip][1], MMU_VERSION[chip]
+        with open(path, "wb") as f:
+            f.truncate(self.size)
+
+    def qemu_args(self):
+        return (["-object", f"memory-backend-file,id=modelmem{self.index},size={self.size},"
+                            f"mem-path={self.path},share=on"],
+                f"nvrs-gpu,memdev=modelmem{self.index},boot0={self.boot0:#x},"
+                f"boot42={self.boot42:#x},device-id={self.device_id:#x},mmu={self.mmu},"
+                f"bar1-size={self.bar1 // MIB}M")
+
+    def describe(self):
+        """What the guest's scenarios are told: CHIP:BOOT0:BOOT42:DEVICE:VRAM_MIB:BAR1_MIB."""
+        return (f"{self.chip}:{self.boot0:#x}:{self.boot42:#x}:{self.device_id:04x}:"
+                f"{self.size // MIB}:{self.bar1 // MIB}")
 
 
 def build_initramfs(workdir, modules, scenarios, cmdline_env, bins=(), scripts=()):
@@ -142,9 +179,9 @@ def build_initramfs(workdir, modules, scenarios, cmdline_env, bins=(), scripts=(
     return out
 
 
-def qemu_command(args, kernel, initrd, gpus, storage=None, tests_out=None):
+def qemu_command(args, kernel, initrd, gpus, storage=None, tests_out=None, models=()):
     iommu = args.iommu == "on"
-    cmd = ["qemu-system-x86_64", "-machine", "q35" + (",kernel-irqchip=split" if args.kvm else ""),
+    cmd = [args.qemu, "-machine", "q35" + (",kernel-irqchip=split" if args.kvm else ""),
            "-accel", "kvm" if args.kvm else "tcg", "-m", str(args.mem), "-smp", "2",
            "-nographic", "-no-reboot", "-nodefaults", "-serial", "mon:stdio",
            "-kernel", kernel, "-initrd", initrd,
@@ -166,6 +203,10 @@ def qemu_command(args, kernel, initrd, gpus, storage=None, tests_out=None):
         cmd += ["-object", f"memory-backend-file,id=gpumem{g.index},size={g.size},"
                            f"mem-path={g.path},share=on"]
         endpoints.append(f"ivshmem-plain,memdev=gpumem{g.index}")
+    for m in models:
+        backend, device = m.qemu_args()
+        cmd += backend
+        endpoints.append(device)
     endpoints.append("edu,dma_mask=0xffffffffffffffff")
     if args.topology == "switch":
         cmd += ["-device", "pcie-root-port,id=rp0,chassis=1,slot=1",
@@ -324,9 +365,11 @@ class BackingCheck:
     memory: data compaction moved must be somewhere in GPU memory, intact.
     """
 
-    def __init__(self, gpus, storage=None):
+    def __init__(self, gpus, storage=None, models=()):
         self.gpus, self.apertures, self.pending, self.absent, self.results = gpus, {}, {}, [], []
         self.present, self.storage = [], storage
+        # GPU models: the address spaces to walk after the VM, and what each must map.
+        self.models, self.spaces, self.maps = models, {}, {}
 
     def line(self, ln):
         """Feeds one console line; returns True if the guest waits for an answer."""
@@ -344,6 +387,17 @@ class BackingCheck:
         m = re.search(r"nvrs-hostcheck: present (0x[0-9a-f]+) (\d+) (\d+)", ln)
         if m:
             self.present.append(tuple(int(x, 0) for x in m.groups()))
+        m = re.search(r"nvrs-hostcheck: gmmu (\d+) (0x[0-9a-f]+) ([23])$", ln.strip())
+        if m:
+            i = int(m.group(1))
+            self.spaces[i] = (int(m.group(2), 16), int(m.group(3)))
+            self.maps[i] = []
+        m = re.search(r"nvrs-hostcheck: gmmu-map (\d+) (0x[0-9a-f]+) (0x[0-9a-f]+) (0x[0-9a-f]+) "
+                      r"(rw|ro)$", ln.strip())
+        if m:
+            self.maps.setdefault(int(m.group(1)), []).append(
+                (int(m.group(2), 16), int(m.group(3), 16), int(m.group(4), 16),
+                 m.group(5) == "ro"))
         if "nvrs-hostcheck: sync" in ln:
             self.sync()
             return True
@@ -381,7 +435,39 @@ class BackingCheck:
                                  f"{phys - base:#x}", data == want))
         self.pending = {}
 
+    def walk_models(self):
+        """Each address space a scenario named maps exactly the pages it said, and nothing
+        else, as an independent walker reads the tables in the model's VRAM file."""
+        for i, (inst, version) in sorted(self.spaces.items()):
+            if i >= len(self.models):
+                self.results.append((f"GPU model {i}: no such model for the walk", False))
+                continue
+            m = self.models[i]
+            if version != m.mmu:
+                self.results.append((f"GPU model {i}: the scenario walked MMU version "
+                                     f"{version}, the chip has {m.mmu}", False))
+                continue
+            want = sorted(self.maps.get(i, []))
+            try:
+                got = walk_file(m.path, inst, version)
+            except WalkError as e:
+                self.results.append((f"GPU model {i} ({m.chip}): page tables at {inst:#x} "
+                                     f"walk: {e}", False))
+                continue
+            extra = [g for g in got if g not in want]
+            missing = [w for w in want if w not in got]
+            self.results.append((
+                f"GPU model {i} ({m.chip}, MMU Ver{version}): the page tables in VRAM map the "
+                f"{len(want)} pages the scenario mapped and nothing else ({len(got)} found"
+                + (f"; missing {missing[0][0]:#x}" if missing else "")
+                + (f"; extra {extra[0][0]:#x}->{extra[0][1]:#x}" if extra else "") + ")",
+                bool(want) and not extra and not missing))
+        for i in sorted(set(self.maps) - set(self.spaces)):
+            self.results.append((f"GPU model {i}: mappings listed but no address space named",
+                                 False))
+
     def finish(self):
+        self.walk_models()
         for base, count, _ in self.present:
             self.results.append((f"{count} needles from {base:#x} checked in the backing files "
                                  "(no sync followed the request)", False))
@@ -440,6 +526,12 @@ def main():
                     help="extra nvrs module parameters for the consumer scenario")
     ap.add_argument("--plugin", help="a QEMU TCG plugin and its arguments (\"lib.so,arg=...\")")
     ap.add_argument("--gpu", action="append", default=[], help="emulated GPU CHIP[:MiB] (default GH100, GA100)")
+    ap.add_argument("--model-gpu", action="append", default=[],
+                    help="GPU model CHIP[:VRAM_MiB[:BAR1_MiB]] (default 1024 and 256); without "
+                         "--gpu, the VM has no ivshmem GPUs")
+    ap.add_argument("--qemu", default=None,
+                    help="the QEMU binary (default qemu-system-x86_64; with --model-gpu, "
+                         "$NVRS_QEMU, the one tests/bootstrap.sh qemu built)")
     ap.add_argument("--nvlink", action="store_true", help="declare an NVLink pair between GPU 0 and 1")
     ap.add_argument("--bad-gpus", action="store_true",
                     help="add two ivshmem devices nvrs must refuse: bad magic, unknown chip")
@@ -475,10 +567,17 @@ def main():
 
     if not args.kernel or not os.path.exists(args.kernel):
         sys.exit("run.py: error: no kernel image (--kernel or $BZIMAGE)")
-    specs = args.gpu or ["GH100", "GA100"]
+    specs = args.gpu or ([] if args.model_gpu else ["GH100", "GA100"])
+    if args.qemu is None:
+        args.qemu = os.environ.get("NVRS_QEMU") if args.model_gpu else "qemu-system-x86_64"
+        if not args.qemu:
+            sys.exit("run.py: error: --model-gpu needs the QEMU with the model "
+                     "(--qemu, or $NVRS_QEMU from tests/bootstrap.sh qemu)")
+    if not shutil.which(args.qemu):
+        sys.exit(f"run.py: error: no QEMU at {args.qemu}")
     shm = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
     workdir = tempfile.mkdtemp(prefix="nvrs-vm-")
-    gpus = []
+    gpus, models = [], []
     try:
         for i, spec in enumerate(specs):
             chip, size = parse_gpu_spec(spec)
@@ -489,6 +588,8 @@ def main():
                 peers, links = 1 << (1 - i), 4
             path = os.path.join(shm, f"nvrs-{os.getpid()}-gpu{i}")
             gpus.append(Gpu(i, chip, size, path, peers, links))
+        models = [ModelGpu(i, spec, os.path.join(shm, f"nvrs-{os.getpid()}-model{i}"))
+                  for i, spec in enumerate(args.model_gpu)]
         if args.bad_gpus:
             n = len(gpus)
             gpus.append(Gpu(n, "GH100", 4 * MIB, os.path.join(shm, f"nvrs-{os.getpid()}-badmagic"),
@@ -500,7 +601,8 @@ def main():
                "NVRS_TOPOLOGY": args.topology, "NVRS_NVLINK": "1" if args.nvlink else "0",
                "NVRS_IOMMU": args.iommu, "NVRS_IOMMU_MODE": args.iommu_mode,
                "NVRS_NVME": args.nvme,
-               "NVRS_CHIPS": " ".join(parse_gpu_spec(s)[0] for s in specs)}
+               "NVRS_CHIPS": " ".join(parse_gpu_spec(s)[0] for s in specs),
+               "NVRS_MODEL_GPUS": " ".join(m.describe() for m in models)}
         # Knobs of the fuzz and soak scenarios pass through from the host.
         env.update({k: v for k, v in os.environ.items()
                     if k.startswith(("NVRS_FUZZ_", "NVRS_SOAK_"))})
@@ -518,11 +620,11 @@ def main():
                    if args.nvme != "none" else None)
         tests_out = os.path.join(workdir, "tests.out")
         open(tests_out, "wb").close()
-        cmd = qemu_command(args, args.kernel, initrd, gpus, storage, tests_out)
+        cmd = qemu_command(args, args.kernel, initrd, gpus, storage, tests_out, models)
         start = time.time()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 stdin=subprocess.PIPE, start_new_session=True)
-        backing = BackingCheck(gpus, storage)
+        backing = BackingCheck(gpus, storage, models)
         chunks, hung = [], False
         os.set_blocking(proc.stdout.fileno(), False)
         streams = [Lines(proc.stdout), Lines(open(tests_out, "rb"))]
@@ -586,7 +688,7 @@ def main():
             exec(compile(open(args.host_check).read(), args.host_check, "exec"), ns)
             host_results = ns["check"](gpus, console)
     finally:
-        for g in gpus:
+        for g in gpus + models:
             try:
                 os.unlink(g.path)
             except OSError:

@@ -1,0 +1,76 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Scenario "model": the GPU model (tests/model/nvrs-gpu.c) behaves as the
+# hardware it stands for, checked from the guest the way a driver reaches it
+# (nvrs-model-test, through sysfs): the boot registers and sizes of its chip,
+# BAR1 in physical mode, GMMU page tables in the chip's format written
+# through PRAMIN (64 KiB, 4 KiB and 2 MiB pages, an unmapped address that
+# reads all-ones and counts a fault), a translation that stays cached until
+# the TLB is invalidated, a read-only page, and BAR1's traffic counters. The
+# runner then walks the tables in each model's VRAM file with its own walker
+# (tests/vm/gmmu.py). Last, nvrs binds each model as NVIDIA hardware and
+# identifies it from its boot registers.
+
+. /scenarios/lib.sh
+M=/lib/modules
+
+# model DESCRIPTION ARGS...: one nvrs-model-test check; its stdout (host-check
+# requests) goes to the runner, its stderr is shown as diagnostics.
+model() {
+	_d=$1
+	shift
+	if nvrs-model-test "$@" 2>/tmp/model.err; then ok "$_d"; else not_ok "$_d"; fi
+	while IFS= read -r l; do diag "  $l"; done </tmp/model.err
+}
+
+set -- $NVRS_MODEL_GPUS
+expect_eq "the runner described GPU models" yes "$([ $# -gt 0 ] && echo yes || echo no)"
+i=0
+for spec in "$@"; do
+	IFS=: read -r chip boot0 boot42 dev vram bar1 <<EOF
+$spec
+EOF
+	bdfs=$(pci_functions 0x10de 0x$dev)
+	# Models are described in bus order; two of one chip would be ambiguous.
+	expect_eq "model $i ($chip): one NVIDIA function 10de:$dev" 1 "$(echo "$bdfs" | grep -c .)"
+	bdf=$(echo "$bdfs" | head -n1)
+	[ -n "$bdf" ] || { i=$((i + 1)); continue; }
+	expect_eq "$bdf: class 3D controller" 0x030200 "$(cat /sys/bus/pci/devices/$bdf/class)"
+	check "$bdf: enable the function (memory decoding)" \
+		sh -c "echo 1 >/sys/bus/pci/devices/$bdf/enable"
+	model "$bdf: boot registers of $chip, $vram MiB VRAM, $bar1 MiB BAR1" \
+		$bdf ident $boot0 $boot42 $vram $bar1
+	model "$bdf: BAR1 in physical mode reads and writes VRAM" $bdf physical
+	model "$bdf: GMMU tables through PRAMIN: 64K, 4K and 2M pages, unmapped reads ones" \
+		$bdf walk $i
+	model "$bdf: a remap or unmap is not seen until the TLB is invalidated" $bdf tlb
+	model "$bdf: a write to a read-only page is dropped and counted" $bdf readonly
+	model "$bdf: BAR1 rx/tx counters count the bytes" $bdf counters
+	# The walk's tables, as the last check left them, are what the runner reads.
+	model "$bdf: the walk's tables rebuilt for the runner's walker" $bdf walk $i
+	check "$bdf: disable the function" sh -c "echo 0 >/sys/bus/pci/devices/$bdf/enable"
+	i=$((i + 1))
+done
+
+# nvrs binds a model as it would the GPU it stands for, from its boot registers.
+dmesg_mark
+check "insmod nvrs bind_nvidia=1" insmod $M/nvrs.ko bind_nvidia=1
+i=0
+for spec in "$@"; do
+	chip=${spec%%:*}
+	dev=$(echo "$spec" | cut -d: -f4)
+	bdf=$(pci_functions 0x10de 0x$dev | head -n1)
+	check "$bdf: bound to nvrs" test -e /sys/bus/pci/drivers/nvrs/$bdf
+	info=/sys/kernel/debug/nvrs/$bdf/info
+	expect_eq "$bdf: identified from PMC_BOOT_0/42 as $chip" "$chip" \
+		"$(sed -n 's/^chip: //p' $info 2>/dev/null)"
+	check "$bdf: a hardware backend, not an emulated one" grep -q '^backend: hardware' $info
+	diag "$(dmesg_new | grep "nvrs $bdf:" | sed 's/^\[[ 0-9.]*\] //' | head -n1)"
+	i=$((i + 1))
+done
+check "rmmod nvrs" rmmod nvrs
+# Levels 0-4 (emergency to warning), from the raw log's priority prefixes.
+expect_eq "no nvrs message at warning level or above" 0 \
+	"$(dmesg -r | grep -E "^<[0-4]>" | grep -v "taints kernel" | grep -c nvrs)"
+
+done_testing
