@@ -51,6 +51,7 @@ use kernel::{
     },
 };
 
+mod bar1;
 #[cfg(nvrs_testing)]
 mod faults;
 #[cfg(not(nvrs_testing))]
@@ -73,6 +74,7 @@ use crate::{
         EmuError,
         EmuIdentity, //
     },
+    gmmu::bar1::Bar1Status,
     gpu::{
         self,
         Aperture,
@@ -221,6 +223,7 @@ impl pci::Driver for NvrsDriver {
                     uuid: probed.uuid,
                     emu_index: probed.emu_index,
                     nvlink: probed.nvlink,
+                    bar1: probed.bar1,
                     // Informational only: an unknown position is classified as the farthest (SYS).
                     endpoint: crate::helpers::pci_describe(pdev)
                         .unwrap_or_else(|_| crate::topology::link::Endpoint::unknown(0)),
@@ -496,6 +499,7 @@ struct Probed {
     uuid: [u8; 16],
     emu_index: Option<u8>,
     nvlink: NvLinkPeers,
+    bar1: Option<Bar1Status>,
 }
 
 /// Finds the framebuffer aperture: the second implemented memory BAR.
@@ -542,23 +546,31 @@ fn probe_hardware<'bound>(
     aperture: Aperture,
 ) -> Result<(Probed, Regs<'bound>)> {
     let device_id = pdev.device_id();
-    let (ident, boot0, boot42, regs) = match pdev.iomap_region_sized::<BAR0_MIN>(0, c"nvrs/bar0") {
-        Ok(bar) => {
-            let boot0 = PmcBoot0(bar.read32(PmcBoot0::OFFSET));
-            let boot42 = PmcBoot42(bar.read32(PmcBoot42::OFFSET));
-            let ident = ident::identify(boot0, boot42).map_err(|e| ident_error(pdev, e))?;
-            (ident, boot0, boot42, Regs::Hardware { _bar0: bar })
-        }
-        Err(_) => {
-            let (ident, coherent) =
-                ident::identify_by_device_id(device_id).map_err(|e| ident_error(pdev, e))?;
-            if coherent {
-                dev_err!(pdev, "coherent (C2C) GPUs without BAR1 are not supported\n");
-                return Err(ENODEV);
+    let (ident, boot0, boot42, bar1, regs) =
+        match pdev.iomap_region_sized::<BAR0_MIN>(0, c"nvrs/bar0") {
+            Ok(bar) => {
+                let boot0 = PmcBoot0(bar.read32(PmcBoot0::OFFSET));
+                let boot42 = PmcBoot42(bar.read32(PmcBoot42::OFFSET));
+                let ident = ident::identify(boot0, boot42).map_err(|e| ident_error(pdev, e))?;
+                // BAR1's page tables belong to the firmware on real GPUs; nvrs writes them only on
+                // the test-bed's GPU model.
+                let bar1 = if bar1::is_model(&bar) {
+                    Some(bar1::setup(pdev, &bar, &ident, aperture.bar)?)
+                } else {
+                    None
+                };
+                (ident, boot0, boot42, bar1, Regs::Hardware { _bar0: bar })
             }
-            (ident, PmcBoot0(0), PmcBoot42(0), Regs::None)
-        }
-    };
+            Err(_) => {
+                let (ident, coherent) =
+                    ident::identify_by_device_id(device_id).map_err(|e| ident_error(pdev, e))?;
+                if coherent {
+                    dev_err!(pdev, "coherent (C2C) GPUs without BAR1 are not supported\n");
+                    return Err(ENODEV);
+                }
+                (ident, PmcBoot0(0), PmcBoot42(0), None, Regs::None)
+            }
+        };
     let probed = Probed {
         backend: Backend::Hardware,
         ident,
@@ -574,6 +586,7 @@ fn probe_hardware<'bound>(
         uuid: [0; 16],
         emu_index: None,
         nvlink: NvLinkPeers::default(),
+        bar1,
     };
     Ok((probed, regs))
 }
@@ -649,6 +662,7 @@ fn probe_emulated<'bound>(
             peers: id.nvlink_peers,
             links_per_peer: id.nvlinks_per_peer,
         },
+        bar1: None,
     };
     Ok((probed, Regs::Emulated))
 }

@@ -25,6 +25,10 @@ use kernel::{
 };
 
 use crate::{
+    gmmu::bar1::{
+        Bar1Status,
+        SelfTest, //
+    },
     mem::fb::FbMemory,
     text::{
         Size,
@@ -107,6 +111,8 @@ pub(crate) struct GpuInfo {
     pub(crate) emu_index: Option<u8>,
     /// Declared NVLink peers.
     pub(crate) nvlink: NvLinkPeers,
+    /// BAR1 as nvrs set it up through page tables (the GPU model only).
+    pub(crate) bar1: Option<Bar1Status>,
     /// Where the GPU sits in the PCI hierarchy.
     pub(crate) endpoint: Endpoint,
     /// The PCI device (a reference, so the registry can outlive a racing unbind safely).
@@ -187,6 +193,24 @@ impl GpuInfo {
             MmuFormat::Ver3 => "VER3",
         };
         writeln!(f, "mmu_format: {mmu}, {}-bit VA", t.va_bits)?;
+        match &self.bar1 {
+            Some(b) => {
+                writeln!(
+                    f,
+                    "bar1_mode: virtual, page tables MMU Ver{}",
+                    b.layout.format().version()
+                )?;
+                writeln!(f, "bar1_instance_block: {:#x}", b.layout.instance_block())?;
+                writeln!(f, "bar1_page_tables: {}", Size(b.layout.span()))?;
+                writeln!(f, "vram: {}", Size(b.vram))?;
+                let st = match b.selftest {
+                    SelfTest::Passed => "passed",
+                    SelfTest::NotTranslated { .. } | SelfTest::StaleAfterUnmap { .. } => "failed",
+                };
+                writeln!(f, "bar1_selftest: {st}")?;
+            }
+            None => writeln!(f, "bar1_mode: as the firmware left it")?,
+        }
         writeln!(f, "page_sizes: {}", Sizes(t.page_sizes))?;
         writeln!(f, "pmm_chunk_sizes: {}", Sizes(t.pmm_chunk_sizes))?;
         writeln!(f, "p2p_page_size: {}", Size(t.p2p_granularity))?;

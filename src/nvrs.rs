@@ -50,6 +50,7 @@ mod exports;
 mod fault_op;
 #[cfg(nvrs_testing)]
 mod faults;
+mod gmmu;
 mod gpu;
 mod helpers;
 #[path = "../hwref/mod.rs"]
@@ -157,6 +158,11 @@ nvrs_module! {
     test_delay_ms: u32 {
         default: 0,
         description: "Tests only: how long to sleep at test_delay_points (at most 60000)",
+    },
+    test_skip_tlb_invalidate: bool {
+        default: false,
+        description: "Tests only: no TLB invalidate after BAR1 page-table changes on a GPU model \
+            (the bind-time BAR1 self-test must then see a stale translation and refuse the GPU)",
     },
     test_tombs_max: u32 {
         default: 0,
@@ -296,6 +302,14 @@ pub(crate) fn bind_nvidia() -> bool {
 /// The `p2p_topology` module parameter.
 pub(crate) fn p2p_topology() -> u32 {
     module_parameters::p2p_topology.value()
+}
+
+/// Whether the test builds' `test_skip_tlb_invalidate` is set (never in production builds).
+pub(crate) fn test_skip_tlb_invalidate() -> bool {
+    #[cfg(nvrs_testing)]
+    return module_parameters::test_skip_tlb_invalidate.value();
+    #[cfg(not(nvrs_testing))]
+    false
 }
 
 /// The `dmabuf_revocable_only` module parameter.

@@ -19,7 +19,8 @@ import re
 import sys
 
 ROOT = os.environ.get("NVRS_ROOT") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LOWER = {"gpu", "mem", "pmm", "hwref", "aperture", "binding", "emu_identity", "kstorage", "helpers"}
+LOWER = {"gpu", "mem", "pmm", "hwref", "aperture", "binding", "emu_identity", "gmmu", "kstorage",
+         "helpers"}
 UPPER = {"vaspace", "p2p", "dmabuf", "chardev", "driver", "topology", "bench", "kunit", "exports"}
 PURE = {"topology": ("link",), "p2p": ("abi", "coalesce"), "vaspace": ("range", "layout")}
 
@@ -42,7 +43,8 @@ LAYERS = [
 # --strict: pure modules (no `kernel::`; the host tests compile them) belong to no layer: every
 # layer may use them, and they use only each other and the core layer. `locking` is
 # documentation only. The pure leaves of PURE are pure nodes of their own.
-PURE_MODULES = {"aperture", "binding", "emu_identity", "fault_op", "faults", "uapi", "locking"} | {
+PURE_MODULES = {"aperture", "binding", "emu_identity", "fault_op", "faults", "gmmu", "uapi",
+                "locking"} | {
     f"{m}::{leaf}" for m, leaves in PURE.items() for leaf in leaves}
 
 

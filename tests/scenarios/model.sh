@@ -8,8 +8,11 @@
 # reads all-ones and counts a fault), a translation that stays cached until
 # the TLB is invalidated, a read-only page, and BAR1's traffic counters. The
 # runner then walks the tables in each model's VRAM file with its own walker
-# (tests/vm/gmmu.py). Last, nvrs binds each model as NVIDIA hardware and
-# identifies it from its boot registers.
+# (tests/vm/gmmu.py). Last, nvrs binds each model as NVIDIA hardware,
+# identifies it from its boot registers, and sets up BAR1 in virtual mode
+# through page tables of its own (empty after its self-test, which the
+# runner's walker checks); a test build that skips the TLB invalidate must
+# fail that self-test and leave the GPU unbound.
 
 . /scenarios/lib.sh
 M=/lib/modules
@@ -27,7 +30,7 @@ set -- $NVRS_MODEL_GPUS
 expect_eq "the runner described GPU models" yes "$([ $# -gt 0 ] && echo yes || echo no)"
 i=0
 for spec in "$@"; do
-	IFS=: read -r chip boot0 boot42 dev vram bar1 <<EOF
+	IFS=: read -r chip boot0 boot42 dev vram bar1 mmu <<EOF
 $spec
 EOF
 	bdfs=$(pci_functions 0x10de 0x$dev)
@@ -57,8 +60,9 @@ dmesg_mark
 check "insmod nvrs bind_nvidia=1" insmod $M/nvrs.ko bind_nvidia=1
 i=0
 for spec in "$@"; do
-	chip=${spec%%:*}
-	dev=$(echo "$spec" | cut -d: -f4)
+	IFS=: read -r chip boot0 boot42 dev vram bar1 mmu <<EOF
+$spec
+EOF
 	bdf=$(pci_functions 0x10de 0x$dev | head -n1)
 	check "$bdf: bound to nvrs" test -e /sys/bus/pci/drivers/nvrs/$bdf
 	info=/sys/kernel/debug/nvrs/$bdf/info
@@ -66,11 +70,32 @@ for spec in "$@"; do
 		"$(sed -n 's/^chip: //p' $info 2>/dev/null)"
 	check "$bdf: a hardware backend, not an emulated one" grep -q '^backend: hardware' $info
 	diag "$(dmesg_new | grep "nvrs $bdf:" | sed 's/^\[[ 0-9.]*\] //' | head -n1)"
+	check "$bdf: nvrs put BAR1 in virtual mode through Ver$mmu page tables" \
+		grep -qx "bar1_mode: virtual, page tables MMU Ver$mmu" $info
+	check "$bdf: nvrs's BAR1 self-test passed" grep -qx "bar1_selftest: passed" $info
+	want="$vram MiB"
+	[ $((vram % 1024)) -eq 0 ] && want="$((vram / 1024)) GiB"
+	expect_eq "$bdf: VRAM size from LOCAL_MEMORY_RANGE" "$want" "$(sed -n 's/^vram: //p' $info)"
+	model "$bdf: with nvrs's empty tables BAR1 reads all-ones and faults" $bdf unmapped 0x10000
+	inst=$(sed -n 's/^bar1_instance_block: //p' $info)
+	# The runner's walker: the space at inst maps nothing, through a big-page
+	# table per 2 MiB of BAR1.
+	[ -n "$inst" ] && echo "nvrs-hostcheck: gmmu-empty $i $inst $mmu $((bar1 / 2))"
 	i=$((i + 1))
 done
 check "rmmod nvrs" rmmod nvrs
 # Levels 0-4 (emergency to warning), from the raw log's priority prefixes.
 expect_eq "no nvrs message at warning level or above" 0 \
 	"$(dmesg -r | grep -E "^<[0-4]>" | grep -v "taints kernel" | grep -c nvrs)"
+
+# Without the invalidates the model keeps the self-test's translation: nvrs
+# must see it and refuse each GPU, with one line.
+dmesg_mark
+check "insmod nvrs bind_nvidia=1 test_skip_tlb_invalidate=1" \
+	insmod $M/nvrs.ko bind_nvidia=1 test_skip_tlb_invalidate=1
+expect_eq "no model bound without TLB invalidates" 0 "$(nvrs_bound | wc -l)"
+expect_eq "one stale-translation line per model" $# \
+	"$(dmesg_new | grep -c 'BAR1 self-test read 0x[0-9a-f]* after the unmap and invalidate')"
+check "rmmod nvrs" rmmod nvrs
 
 done_testing

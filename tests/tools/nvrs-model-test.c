@@ -17,6 +17,8 @@
  *   tlb                                    a stale translation until invalidate
  *   readonly                               a write to a read-only page
  *   counters                               BAR1 rx/tx bytes
+ *   unmapped VA                            BAR1 at VA reads all-ones, one fault
+ *                                          (touches no register: for a bound GPU)
  * Exit status 0 when the check holds, 1 when it does not (one line on
  * stderr says why), 2 on bad usage or a setup failure.
  */
@@ -414,6 +416,18 @@ static int check_counters(void)
 	return 0;
 }
 
+static int check_unmapped(uint64_t va)
+{
+	uint32_t faults = rd32(MODEL_FAULTS), got = b1rd32(va);
+
+	if (got != 0xffffffff)
+		return fail("BAR1 %#" PRIx64 " reads %#" PRIx64, va, got);
+	if (rd32(MODEL_FAULTS) != faults + 1)
+		return fail("BAR1 %#" PRIx64 ": %" PRIu64 " faults counted", va,
+			    rd32(MODEL_FAULTS) - faults);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	size_t bar0_len;
@@ -430,6 +444,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "nvrs-model-test: BAR0 is %zu bytes, not 16 MiB\n", bar0_len);
 		return 2;
 	}
+	if (!strcmp(what, "unmapped") && argc == 4)
+		return check_unmapped(strtoull(argv[3], NULL, 0));
 	mmu = rd32(MODEL_MMU);
 	if (mmu != 2 && mmu != 3) {
 		fprintf(stderr, "nvrs-model-test: the model reports MMU version %u\n", mmu);

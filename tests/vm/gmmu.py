@@ -37,6 +37,8 @@ class Gmmu:
         if version not in (2, 3):
             raise WalkError(f"unknown MMU version {version}")
         self.vram, self.v3 = vram, version == 3
+        # Big-page tables the walk reached (an empty space still has them).
+        self.big_tables = 0
 
     def q(self, addr):
         if addr % 8 or addr + 8 > len(self.vram):
@@ -94,6 +96,7 @@ class Gmmu:
                 if aperture != 1:
                     raise WalkError(f"VA {sub:#x}: page table in system memory")
                 pt = self.table_addr(e, big)
+                self.big_tables += big
                 size = self.big if big else 4 * KIB
                 for j in range((2 * MIB) // size):
                     pte = self.q(pt + 8 * j)
@@ -118,6 +121,34 @@ class Gmmu:
         return sorted(out)
 
 
-def walk_file(path, inst, version):
+def walk_file(path, inst, version, stats=None):
+    """The pages mapped by the address space at inst; stats, a dict, gets "big_tables"."""
     with open(path, "rb") as f:
-        return Gmmu(f.read(), version).walk(inst)
+        g = Gmmu(f.read(), version)
+    pages = g.walk(inst)
+    if stats is not None:
+        stats["big_tables"] = g.big_tables
+    return pages
+
+
+def runs(pages):
+    """Coalesces (va, pa, size, ro) pages into runs contiguous in both VA and PA."""
+    out = []
+    for va, pa, size, ro in sorted(pages):
+        if out and out[-1][3] == ro and out[-1][0] + out[-1][2] == va \
+                and out[-1][1] + out[-1][2] == pa:
+            out[-1] = (out[-1][0], out[-1][1], out[-1][2] + size, ro)
+        else:
+            out.append((va, pa, size, ro))
+    return out
+
+
+if __name__ == "__main__":
+    # gmmu.py FILE INSTANCE_BLOCK VERSION: prints every mapped page as "VA PA SIZE rw|ro";
+    # exit status 1 on a table the walk cannot read.
+    import sys
+    try:
+        for va, pa, size, ro in walk_file(sys.argv[1], int(sys.argv[2], 0), int(sys.argv[3])):
+            print(f"{va:#x} {pa:#x} {size:#x} {'ro' if ro else 'rw'}")
+    except WalkError as e:
+        sys.exit(f"gmmu.py: {e}")

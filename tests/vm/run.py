@@ -139,9 +139,9 @@ class ModelGpu:
                 f"bar1-size={self.bar1 // MIB}M")
 
     def describe(self):
-        """What the guest's scenarios are told: CHIP:BOOT0:BOOT42:DEVICE:VRAM_MIB:BAR1_MIB."""
+        """What the guest's scenarios are told: CHIP:BOOT0:BOOT42:DEVICE:VRAM_MIB:BAR1_MIB:MMU."""
         return (f"{self.chip}:{self.boot0:#x}:{self.boot42:#x}:{self.device_id:04x}:"
-                f"{self.size // MIB}:{self.bar1 // MIB}")
+                f"{self.size // MIB}:{self.bar1 // MIB}:{self.mmu}")
 
 
 def build_initramfs(workdir, modules, scenarios, cmdline_env, bins=(), scripts=()):
@@ -368,8 +368,9 @@ class BackingCheck:
     def __init__(self, gpus, storage=None, models=()):
         self.gpus, self.apertures, self.pending, self.absent, self.results = gpus, {}, {}, [], []
         self.present, self.storage = [], storage
-        # GPU models: the address spaces to walk after the VM, and what each must map.
-        self.models, self.spaces, self.maps = models, {}, {}
+        # GPU models: the address spaces to walk after the VM, and what each must map:
+        # {(model, instance block): (MMU version, big-page tables an empty space has or None)}.
+        self.models, self.spaces, self.maps, self.last_space = models, {}, {}, {}
 
     def line(self, ln):
         """Feeds one console line; returns True if the guest waits for an answer."""
@@ -389,13 +390,20 @@ class BackingCheck:
             self.present.append(tuple(int(x, 0) for x in m.groups()))
         m = re.search(r"nvrs-hostcheck: gmmu (\d+) (0x[0-9a-f]+) ([23])$", ln.strip())
         if m:
-            i = int(m.group(1))
-            self.spaces[i] = (int(m.group(2), 16), int(m.group(3)))
-            self.maps[i] = []
+            key = (int(m.group(1)), int(m.group(2), 16))
+            self.spaces[key] = (int(m.group(3)), None)
+            self.maps[key] = []
+            self.last_space[key[0]] = key
+        m = re.search(r"nvrs-hostcheck: gmmu-empty (\d+) (0x[0-9a-f]+) ([23]) (\d+)$", ln.strip())
+        if m:
+            key = (int(m.group(1)), int(m.group(2), 16))
+            self.spaces[key] = (int(m.group(3)), int(m.group(4)))
+            self.maps[key] = []
         m = re.search(r"nvrs-hostcheck: gmmu-map (\d+) (0x[0-9a-f]+) (0x[0-9a-f]+) (0x[0-9a-f]+) "
                       r"(rw|ro)$", ln.strip())
         if m:
-            self.maps.setdefault(int(m.group(1)), []).append(
+            key = self.last_space.get(int(m.group(1)))
+            self.maps.setdefault(key, []).append(
                 (int(m.group(2), 16), int(m.group(3), 16), int(m.group(4), 16),
                  m.group(5) == "ro"))
         if "nvrs-hostcheck: sync" in ln:
@@ -438,7 +446,7 @@ class BackingCheck:
     def walk_models(self):
         """Each address space a scenario named maps exactly the pages it said, and nothing
         else, as an independent walker reads the tables in the model's VRAM file."""
-        for i, (inst, version) in sorted(self.spaces.items()):
+        for (i, inst), (version, big_tables) in sorted(self.spaces.items()):
             if i >= len(self.models):
                 self.results.append((f"GPU model {i}: no such model for the walk", False))
                 continue
@@ -447,23 +455,33 @@ class BackingCheck:
                 self.results.append((f"GPU model {i}: the scenario walked MMU version "
                                      f"{version}, the chip has {m.mmu}", False))
                 continue
-            want = sorted(self.maps.get(i, []))
+            want = sorted(self.maps.get((i, inst), []))
+            stats = {}
             try:
-                got = walk_file(m.path, inst, version)
+                got = walk_file(m.path, inst, version, stats)
             except WalkError as e:
                 self.results.append((f"GPU model {i} ({m.chip}): page tables at {inst:#x} "
                                      f"walk: {e}", False))
                 continue
             extra = [g for g in got if g not in want]
             missing = [w for w in want if w not in got]
+            if big_tables is not None:
+                # An empty space is a verdict only if the walk reached all its tables.
+                self.results.append((
+                    f"GPU model {i} ({m.chip}, MMU Ver{version}): the address space at "
+                    f"{inst:#x} has its {big_tables} big-page tables and maps nothing "
+                    f"({stats['big_tables']} tables, {len(got)} pages"
+                    + (f"; {extra[0][0]:#x}->{extra[0][1]:#x}" if extra else "") + ")",
+                    stats["big_tables"] == big_tables and big_tables > 0 and not got))
+                continue
             self.results.append((
                 f"GPU model {i} ({m.chip}, MMU Ver{version}): the page tables in VRAM map the "
                 f"{len(want)} pages the scenario mapped and nothing else ({len(got)} found"
                 + (f"; missing {missing[0][0]:#x}" if missing else "")
                 + (f"; extra {extra[0][0]:#x}->{extra[0][1]:#x}" if extra else "") + ")",
                 bool(want) and not extra and not missing))
-        for i in sorted(set(self.maps) - set(self.spaces)):
-            self.results.append((f"GPU model {i}: mappings listed but no address space named",
+        if None in self.maps:
+            self.results.append(("GPU model: mappings listed before any address space",
                                  False))
 
     def finish(self):

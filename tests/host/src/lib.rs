@@ -17,6 +17,8 @@ pub(crate) mod emu_identity;
 pub(crate) mod fault_op;
 #[path = "../../../src/faults.rs"]
 pub(crate) mod faults;
+#[path = "../../../src/gmmu/mod.rs"]
+pub(crate) mod gmmu;
 #[path = "../../../hwref/mod.rs"]
 pub(crate) mod hwref;
 pub(crate) mod p2p;
@@ -47,6 +49,8 @@ mod c_check;
 mod compact_tests;
 #[cfg(test)]
 mod faults_tests;
+#[cfg(test)]
+mod gmmu_tests;
 #[cfg(test)]
 mod p2p_abi_tests;
 #[cfg(test)]
