@@ -85,4 +85,31 @@ rmmod nvrs_consumer
 demo "== rmmod nvrs =="
 check "demo: rmmod nvrs" rmmod nvrs
 demo "  nvrs unloaded; debugfs entries left: $(ls /sys/kernel/debug/nvrs 2>/dev/null | wc -l)"
+
+# The GPU model (tests/model/): an NVIDIA function whose BAR1 is a window
+# smaller than its memory, translated through page tables.
+set -- $NVRS_MODEL_GPUS
+if [ $# -gt 0 ]; then
+	IFS=: read -r chip boot0 boot42 dev vram bar1 mmu <<EOF
+$1
+EOF
+	bdf=$(pci_functions 0x10de 0x$dev | head -n1)
+	demo "== The GPU model: $bdf, 10de:$dev ($chip), $vram MiB of VRAM behind a $bar1 MiB BAR1 =="
+	dmesg_mark
+	insmod /lib/modules/nvrs.ko bind_nvidia=1
+	dmesg_new | grep -E '^\[[ 0-9.]*\] nvrs' | sed 's/^\[[ 0-9.]*\] //' | show
+	demo "-- what nvrs set up (debugfs info) --"
+	grep -E '^(chip|backend|identified_by|aperture|vram|bar1_[a-z_]*|mmu_format):' \
+		/sys/kernel/debug/nvrs/$bdf/info | show
+	check "demo: nvrs set up the model's BAR1" \
+		grep -qx "bar1_selftest: passed" /sys/kernel/debug/nvrs/$bdf/info
+	demo "-- BAR1 with nothing mapped: a read faults (all-ones, counted by the model) --"
+	if nvrs-model-test $bdf unmapped 0x0 2>&1; then
+		demo "  BAR1 0x0 read 0xffffffff, one fault counted"
+		ok "demo: an unmapped BAR1 read faults"
+	else
+		not_ok "demo: an unmapped BAR1 read faults"
+	fi
+	check "demo: rmmod nvrs (model)" rmmod nvrs
+fi
 done_testing
