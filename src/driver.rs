@@ -51,7 +51,6 @@ use kernel::{
     },
 };
 
-mod bar1;
 #[cfg(nvrs_testing)]
 mod faults;
 #[cfg(not(nvrs_testing))]
@@ -65,6 +64,11 @@ use crate::{
         self,
         NUM_BARS, //
     },
+    bar1::{
+        self,
+        Bar1Space,
+        BAR0_MIN, //
+    },
     binding::{
         Kind,
         Policy, //
@@ -74,7 +78,7 @@ use crate::{
         EmuError,
         EmuIdentity, //
     },
-    gmmu::bar1::Bar1Status,
+    gmmu::bar1::SelfTest,
     gpu::{
         self,
         Aperture,
@@ -104,9 +108,6 @@ use crate::{
 /// PCI device id of QEMU's ivshmem (vendor 0x1af4); `ivshmem-plain` and `ivshmem-doorbell` share
 /// it.
 const IVSHMEM_DEVICE_ID: u32 = 0x1110;
-
-/// The part of NVIDIA's BAR0 nvrs reads: up to and including `PMC_BOOT_42` at 0xa00.
-const BAR0_MIN: usize = 0x1000;
 
 kernel::pci_device_table!(
     PCI_TABLE,
@@ -152,6 +153,8 @@ enum Regs<'bound> {
     /// ivshmem-plain shared memory: claimed (managed) but not mapped, so that the aperture
     /// can be write-combined.
     Emulated,
+    /// The GPU model: BAR0 is the device-managed mapping of its [`Bar1Space`].
+    Model,
 }
 
 /// Driver data of a bound GPU.
@@ -499,7 +502,7 @@ struct Probed {
     uuid: [u8; 16],
     emu_index: Option<u8>,
     nvlink: NvLinkPeers,
-    bar1: Option<Bar1Status>,
+    bar1: Option<Arc<Bar1Space>>,
 }
 
 /// Finds the framebuffer aperture: the second implemented memory BAR.
@@ -554,12 +557,12 @@ fn probe_hardware<'bound>(
                 let ident = ident::identify(boot0, boot42).map_err(|e| ident_error(pdev, e))?;
                 // BAR1's page tables belong to the firmware on real GPUs; nvrs writes them only on
                 // the test-bed's GPU model.
-                let bar1 = if bar1::is_model(&bar) {
-                    Some(bar1::setup(pdev, &bar, &ident, aperture.bar)?)
+                if bar1::is_model(&bar) {
+                    let space = model_bar1(pdev, bar, &ident, aperture.bar)?;
+                    (ident, boot0, boot42, Some(space), Regs::Model)
                 } else {
-                    None
-                };
-                (ident, boot0, boot42, bar1, Regs::Hardware { _bar0: bar })
+                    (ident, boot0, boot42, None, Regs::Hardware { _bar0: bar })
+                }
             }
             Err(_) => {
                 let (ident, coherent) =
@@ -589,6 +592,34 @@ fn probe_hardware<'bound>(
         bar1,
     };
     Ok((probed, regs))
+}
+
+/// Sets up the GPU model's BAR1 through page tables and self-tests it; a BAR1 that does not
+/// translate as written is not used (one dmesg line).
+fn model_bar1(
+    pdev: &pci::Device<Core<'_>>,
+    bar0: pci::Bar<'_, BAR0_MIN>,
+    ident: &Identity,
+    aperture: u32,
+) -> Result<Arc<Bar1Space>> {
+    let space = Bar1Space::new(pdev, bar0, ident, aperture)?;
+    match bar1::self_test(pdev, &space, aperture)? {
+        SelfTest::Passed => Ok(space),
+        SelfTest::NotTranslated { got, want } => {
+            dev_err!(
+                pdev,
+                "GPU model: BAR1 self-test read {got:#010x} through a page holding {want:#010x}\n"
+            );
+            Err(ENODEV)
+        }
+        SelfTest::StaleAfterUnmap { got } => {
+            dev_err!(
+                pdev,
+                "GPU model: BAR1 self-test read {got:#010x} after the unmap and invalidate\n"
+            );
+            Err(ENODEV)
+        }
+    }
 }
 
 fn emu_error(pdev: &pci::Device<Core<'_>>, e: EmuError) -> Error {

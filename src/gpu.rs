@@ -25,10 +25,7 @@ use kernel::{
 };
 
 use crate::{
-    gmmu::bar1::{
-        Bar1Status,
-        SelfTest, //
-    },
+    bar1::Bar1Space,
     mem::fb::FbMemory,
     text::{
         Size,
@@ -111,8 +108,9 @@ pub(crate) struct GpuInfo {
     pub(crate) emu_index: Option<u8>,
     /// Declared NVLink peers.
     pub(crate) nvlink: NvLinkPeers,
-    /// BAR1 as nvrs set it up through page tables (the GPU model only).
-    pub(crate) bar1: Option<Bar1Status>,
+    /// BAR1 as nvrs set it up through page tables (the GPU model only; it passed its
+    /// self-test).
+    pub(crate) bar1: Option<Arc<Bar1Space>>,
     /// Where the GPU sits in the PCI hierarchy.
     pub(crate) endpoint: Endpoint,
     /// The PCI device (a reference, so the registry can outlive a racing unbind safely).
@@ -195,19 +193,17 @@ impl GpuInfo {
         writeln!(f, "mmu_format: {mmu}, {}-bit VA", t.va_bits)?;
         match &self.bar1 {
             Some(b) => {
+                let l = b.layout();
                 writeln!(
                     f,
                     "bar1_mode: virtual, page tables MMU Ver{}",
-                    b.layout.format().version()
+                    l.format().version()
                 )?;
-                writeln!(f, "bar1_instance_block: {:#x}", b.layout.instance_block())?;
-                writeln!(f, "bar1_page_tables: {}", Size(b.layout.span()))?;
-                writeln!(f, "vram: {}", Size(b.vram))?;
-                let st = match b.selftest {
-                    SelfTest::Passed => "passed",
-                    SelfTest::NotTranslated { .. } | SelfTest::StaleAfterUnmap { .. } => "failed",
-                };
-                writeln!(f, "bar1_selftest: {st}")?;
+                writeln!(f, "bar1_instance_block: {:#x}", l.instance_block())?;
+                writeln!(f, "bar1_page_tables: {}", Size(l.span()))?;
+                writeln!(f, "bar1_mapped: {}", Size(b.mapped()))?;
+                writeln!(f, "vram: {}", Size(b.vram()))?;
+                writeln!(f, "bar1_selftest: passed")?;
             }
             None => writeln!(f, "bar1_mode: as the firmware left it")?,
         }

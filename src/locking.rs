@@ -44,6 +44,9 @@
 //! ([`DISTANCES`](crate::topology::distance::DISTANCES), a spinlock; the kernel is asked with it
 //! released; the PCI bus notifier empties it in process context, with no nvrs lock held and
 //! the kernel's locks of the hotplug above it: the bus notifier rwsem, the PCI rescan/remove lock)
+//! `Bar1Space::state` (the GPU model's BAR1 slots and PRAMIN window, [`crate::bar1`]; taken
+//! alone; the register writes under it run in the RCU read-side section that keeps the
+//! device-managed BAR0 mapped, and do not sleep),
 //! `FbMemory::faults` (a GPU's fault controls, [`crate::faults`]; taken alone, or under a
 //! dma-buf's reservation lock by attach and map), `nvrs_ticker::lock` (C, `rust/faults.c`: the
 //! period of `revoke every`; taken alone, by the debugfs write, the driver's unbind and the

@@ -39,6 +39,7 @@ use kernel::{
 };
 
 mod aperture;
+mod bar1;
 #[cfg(nvrs_bench)]
 mod bench;
 mod binding;

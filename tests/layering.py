@@ -19,7 +19,7 @@ import re
 import sys
 
 ROOT = os.environ.get("NVRS_ROOT") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LOWER = {"gpu", "mem", "pmm", "hwref", "aperture", "binding", "emu_identity", "gmmu", "kstorage",
+LOWER = {"bar1", "gpu", "mem", "pmm", "hwref", "aperture", "binding", "emu_identity", "gmmu", "kstorage",
          "helpers"}
 UPPER = {"vaspace", "p2p", "dmabuf", "chardev", "driver", "topology", "bench", "kunit", "exports"}
 PURE = {"topology": ("link",), "p2p": ("abi", "coalesce"), "vaspace": ("range", "layout")}
@@ -35,7 +35,7 @@ LAYERS = [
     ("core", {"pmm", "hwref"}),
     ("helpers", {"helpers", "kstorage", "room", "testhook", "text"}),
     ("mem", {"mem"}),
-    ("gpu", {"gpu", "topology"}),
+    ("gpu", {"gpu", "topology", "bar1"}),
     ("p2p/dmabuf", {"p2p", "dmabuf"}),
     ("vaspace", {"vaspace"}),
     ("chardev/driver", {"chardev", "driver", "exports", "bench", "kunit", "nvrs"}),

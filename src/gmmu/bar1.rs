@@ -68,6 +68,11 @@ impl Bar1Layout {
         Ok(Self { format, size, base })
     }
 
+    /// The BAR's size.
+    pub(crate) fn size(&self) -> u64 {
+        self.size
+    }
+
     /// The format of the tables.
     pub(crate) fn format(&self) -> Format {
         self.format
@@ -146,7 +151,7 @@ impl Bar1Layout {
 /// What the bind-time self-test of BAR1's translation saw.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum SelfTest {
-    /// A mapped page read what VRAM holds, and read all-ones once unmapped and invalidated.
+    /// A mapped page read what VRAM holds, and all-ones once unmapped and invalidated.
     Passed,
     /// The mapped page did not read what VRAM holds.
     NotTranslated {
@@ -160,17 +165,6 @@ pub(crate) enum SelfTest {
         /// What BAR1 read (all-ones would be right).
         got: u32,
     },
-}
-
-/// BAR1 as nvrs set it up: in virtual mode, through its own page tables.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) struct Bar1Status {
-    /// Where its tables are.
-    pub(crate) layout: Bar1Layout,
-    /// Bytes of VRAM (`NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE`).
-    pub(crate) vram: u64,
-    /// The self-test's outcome.
-    pub(crate) selftest: SelfTest,
 }
 
 /// The VRAM size `NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE` gives: `LOWER_MAG` (9:4) <<

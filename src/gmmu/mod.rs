@@ -15,3 +15,4 @@
 
 pub(crate) mod bar1;
 pub(crate) mod format;
+pub(crate) mod slots;

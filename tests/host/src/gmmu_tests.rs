@@ -169,3 +169,35 @@ fn the_independent_walker_reads_what_was_mapped_and_nothing_else() {
         assert_eq!(walked(f, size, &pages), want, "{f:?} {size:#x}");
     }
 }
+
+#[test]
+fn slots_find_first_fit_runs_and_refuse_double_marks() {
+    use crate::gmmu::slots::{find_free, mark, used, words};
+    // A 256 MiB BAR1: 4096 slots of 64 KiB.
+    let n = 4096;
+    let mut map = vec![0u64; words(n)];
+    assert_eq!(find_free(&map, n, 0), None);
+    assert_eq!(find_free(&map, n, n + 1), None);
+    assert_eq!(find_free(&map, n, 3), Some(0));
+    assert!(mark(&mut map, n, 0, 3, true));
+    // Marking a mapped slot again, or clearing a free one, changes nothing.
+    assert!(!mark(&mut map, n, 2, 2, true));
+    assert!(!mark(&mut map, n, 3, 1, false));
+    assert!(!mark(&mut map, n, n - 1, 2, true));
+    assert!(!mark(&mut map, n, usize::MAX, 2, true));
+    assert_eq!(used(&map, n), 3);
+    // Runs that cross word boundaries, and a hole too small for the request.
+    assert!(mark(&mut map, n, 4, 120, true));
+    assert_eq!(find_free(&map, n, 1), Some(3));
+    assert_eq!(find_free(&map, n, 2), Some(124));
+    assert!(mark(&mut map, n, 124, n - 124, true));
+    // Full but for slot 3: one slot fits, two do not (BAR1 is exhausted: ENOMEM).
+    assert_eq!(used(&map, n), n - 1);
+    assert_eq!(find_free(&map, n, 1), Some(3));
+    assert_eq!(find_free(&map, n, 2), None);
+    assert!(mark(&mut map, n, 3, 1, true));
+    assert_eq!(find_free(&map, n, 1), None);
+    assert!(mark(&mut map, n, 0, n, false));
+    assert_eq!(used(&map, n), 0);
+    assert_eq!(find_free(&map, n, n), Some(0));
+}

@@ -1,0 +1,352 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! BAR1 of a GPU model through GMMU page tables: written into VRAM through the PRAMIN window,
+//! pointed at by `NV_PBUS_BAR1_BLOCK`, and the TLB invalidated after each change.
+//!
+//! On real GPUs the firmware (GSP) owns BAR1's page tables, and nvrs boots no firmware, so nvrs
+//! programs BAR1 only on the test-bed's GPU model (`tests/model/nvrs-gpu.c`), which it tells
+//! from hardware by the model's id register. What is computed (entries, where the tables go,
+//! which slots are free) is [`crate::gmmu`]; this file writes registers.
+//!
+//! [`Bar1Space::new`] sets up an empty address space over all of BAR1 in the last 2 MiB of
+//! VRAM and keeps BAR0 as a device-managed mapping, revoked when the device is unbound (every
+//! operation after that fails with `ENODEV`). [`Bar1Space::map`] maps 64 KiB pages of VRAM at
+//! the first free run of BAR1 (`ENOMEM` when BAR1 has no room, as NVIDIA's driver answers), and
+//! [`Bar1Space::unmap`] clears them; both invalidate the TLB before they return, so that no
+//! translation outlives its unmap. Neither allocates: the slot map is made with the space.
+//! [`self_test`] is the check probe runs before a GPU is used. The test builds'
+//! `test_skip_tlb_invalidate` leaves the invalidates out, and the self-test must then see the
+//! stale translation.
+
+use kernel::{
+    io::{poll::read_poll_timeout_atomic, Io},
+    new_mutex, pci,
+    prelude::*,
+    sync::{Arc, Mutex},
+    time::Delta,
+};
+
+use crate::{
+    gmmu::{
+        bar1::{local_memory_size, Bar1Layout, LayoutError, SelfTest},
+        format::{bar1_block, Format, BIG_PAGE},
+        slots,
+    },
+    hwref::ident::Identity,
+};
+
+/// `NV_PBUS_BAR0_WINDOW` (pre-Hopper): 23:0 base >> 16, 25:24 target (0: video memory).
+const NV_PBUS_BAR0_WINDOW: usize = 0x1700;
+/// `NV_XAL_EP_BAR0_WINDOW` (Hopper and later): 21:0 base >> 16.
+const NV_XAL_EP_BAR0_WINDOW: usize = 0x10_fd40;
+/// `NV_PBUS_BAR1_BLOCK`.
+const NV_PBUS_BAR1_BLOCK: usize = 0x1704;
+/// `NV_UFLUSH_FB_FLUSH`: write 1 to flush BAR writes to memory; reads non-zero while busy.
+const NV_UFLUSH_FB_FLUSH: usize = 0x7_0000;
+/// `NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE`: the VRAM size.
+const NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE: usize = 0x10_0ce0;
+/// `NV_PRAMIN`: the 1 MiB window into VRAM.
+const NV_PRAMIN: usize = 0x70_0000;
+const PRAMIN_LEN: u64 = 1 << 20;
+/// `NV_TLB_FLUSH_PDB_LO` (PDB 39:8), `_HI` (PDB 47:40), `_CTRL` (0 all VA, 31 trigger).
+const NV_TLB_FLUSH_PDB_LO: usize = 0xb8_30a0;
+const NV_TLB_FLUSH_PDB_HI: usize = 0xb8_30a4;
+const NV_TLB_FLUSH_CTRL: usize = 0xb8_30b0;
+const TLB_FLUSH_ALL_VA: u32 = 1 << 0;
+const TLB_FLUSH_TRIGGER: u32 = 1 << 31;
+/// The GPU model's id register (`tests/model/README.md`) and its value, "NVGM".
+const MODEL_ID: usize = 0xff_0000;
+const MODEL_ID_VALUE: u32 = 0x4d47_564e;
+/// BAR0 of every NVIDIA GPU since Fermi is 16 MiB.
+const BAR0_LEN: usize = 16 << 20;
+/// How many times a flush or an invalidate is polled, a microsecond apart.
+const POLL_TRIES: usize = 100_000;
+/// The VRAM at its end that BAR1's tables may use.
+const TABLES_LEN: u64 = 2 << 20;
+
+/// The part of NVIDIA's BAR0 nvrs maps at least: up to and including `PMC_BOOT_42` at 0xa00.
+pub(crate) const BAR0_MIN: usize = 0x1000;
+
+type Bar0<'a> = pci::Bar<'a, BAR0_MIN>;
+
+/// Whether the function is the test-bed's GPU model: a full BAR0 whose model id register
+/// reads "NVGM" (an offset no NVIDIA chip implements).
+pub(crate) fn is_model(bar0: &Bar0<'_>) -> bool {
+    bar0.try_read32(BAR0_LEN - 4).is_ok() && bar0.try_read32(MODEL_ID).ok() == Some(MODEL_ID_VALUE)
+}
+
+/// What `Bar1Space::state` guards: where the PRAMIN window is, and which slots are mapped.
+struct State {
+    window: Option<u64>,
+    slots: KVec<u64>,
+}
+
+/// BAR1 of a GPU model, in virtual mode through nvrs's page tables.
+#[pin_data]
+pub(crate) struct Bar1Space {
+    layout: Bar1Layout,
+    vram: u64,
+    bar0: pci::DevresBar<BAR0_MIN>,
+    #[pin]
+    state: Mutex<State>,
+}
+
+/// One register write or read at a time through a borrowed BAR0, with the window in `State`.
+struct Regs<'a, 'b> {
+    bar0: &'a Bar0<'b>,
+    ver3: bool,
+}
+
+impl Regs<'_, '_> {
+    /// The BAR0 offset of VRAM address `addr`, moving the PRAMIN window over it if needed.
+    fn pramin(&self, st: &mut State, addr: u64) -> Result<usize> {
+        let base = match st.window {
+            Some(b) if addr >= b && addr + 4 <= b + PRAMIN_LEN => b,
+            _ => {
+                let b = addr & !0xffff;
+                let reg = if self.ver3 {
+                    NV_XAL_EP_BAR0_WINDOW
+                } else {
+                    NV_PBUS_BAR0_WINDOW
+                };
+                // Target 0 (video memory) in both layouts.
+                self.bar0.try_write32(u32::try_from(b >> 16)?, reg)?;
+                st.window = Some(b);
+                b
+            }
+        };
+        Ok(NV_PRAMIN + usize::try_from(addr - base)?)
+    }
+
+    fn write64(&self, st: &mut State, addr: u64, v: u64) -> Result {
+        let lo = self.pramin(st, addr)?;
+        self.bar0.try_write32(u32::try_from(v & 0xffff_ffff)?, lo)?;
+        let hi = self.pramin(st, addr + 4)?;
+        self.bar0.try_write32(u32::try_from(v >> 32)?, hi)
+    }
+
+    fn read32(&self, st: &mut State, addr: u64) -> Result<u32> {
+        let off = self.pramin(st, addr)?;
+        self.bar0.try_read32(off)
+    }
+
+    /// Flushes BAR writes to memory and invalidates the TLB for the address space at `pdb`,
+    /// polling each for at most [`POLL_TRIES`] microseconds. It does not sleep: the device-managed
+    /// BAR0 is only reachable inside an RCU read-side section.
+    fn flush_and_invalidate(&self, pdb: u64) -> Result {
+        let bar0 = self.bar0;
+        bar0.try_write32(1, NV_UFLUSH_FB_FLUSH)?;
+        read_poll_timeout_atomic(
+            || bar0.try_read32(NV_UFLUSH_FB_FLUSH),
+            |v| *v == 0,
+            Delta::from_micros(1),
+            POLL_TRIES,
+        )?;
+        if crate::test_skip_tlb_invalidate() {
+            return Ok(());
+        }
+        bar0.try_write32(
+            u32::try_from((pdb >> 8) & 0xffff_ffff)?,
+            NV_TLB_FLUSH_PDB_LO,
+        )?;
+        bar0.try_write32(u32::try_from((pdb >> 40) & 0xff)?, NV_TLB_FLUSH_PDB_HI)?;
+        bar0.try_write32(TLB_FLUSH_ALL_VA | TLB_FLUSH_TRIGGER, NV_TLB_FLUSH_CTRL)?;
+        read_poll_timeout_atomic(
+            || bar0.try_read32(NV_TLB_FLUSH_CTRL),
+            |v| v & TLB_FLUSH_TRIGGER == 0,
+            Delta::from_micros(1),
+            POLL_TRIES,
+        )?;
+        Ok(())
+    }
+}
+
+impl Bar1Space {
+    /// Sets up BAR1 of a GPU model in virtual mode with nothing mapped; `bar1` is BAR1's
+    /// resource index. Takes over BAR0's mapping. Every failure is one `dev_err!` line.
+    pub(crate) fn new(
+        pdev: &pci::Device<kernel::device::Core<'_>>,
+        bar0: Bar0<'_>,
+        ident: &Identity,
+        bar1: u32,
+    ) -> Result<Arc<Self>> {
+        let Some(format) = Format::new(ident.table.mmu) else {
+            dev_err!(pdev, "GPU model: no BAR1 page tables for MMU format Ver1\n");
+            return Err(ENODEV);
+        };
+        let vram = local_memory_size(bar0.try_read32(NV_PFB_PRI_MMU_LOCAL_MEMORY_RANGE)?);
+        let size = pdev.resource_len(bar1)?;
+        let base = vram.checked_sub(TABLES_LEN).ok_or(ENODEV)?;
+        let layout = Bar1Layout::new(format, size, base, TABLES_LEN).map_err(|e| {
+            match e {
+                LayoutError::BadSize(s) => dev_err!(pdev, "GPU model: BAR1 of {s:#x} bytes\n"),
+                LayoutError::Misaligned(b) => {
+                    dev_err!(pdev, "GPU model: BAR1 tables at {b:#x}\n")
+                }
+                LayoutError::TooSmall { need } => {
+                    dev_err!(pdev, "GPU model: BAR1's tables need {need:#x} bytes\n")
+                }
+            }
+            ENODEV
+        })?;
+        let nslots = usize::try_from(size / BIG_PAGE)?;
+        let mut map = KVec::with_capacity(slots::words(nslots), GFP_KERNEL)?;
+        map.resize(slots::words(nslots), 0, GFP_KERNEL)?;
+        let mut st = State {
+            window: None,
+            slots: map,
+        };
+        let regs = Regs {
+            bar0: &bar0,
+            ver3: format.version() == 3,
+        };
+        let mut addr = layout.instance_block();
+        while addr < layout.instance_block() + layout.span() {
+            regs.write64(&mut st, addr, 0)?;
+            addr += 8;
+        }
+        let mut written = Ok(());
+        layout.setup(|a, v| {
+            if written.is_ok() {
+                written = regs.write64(&mut st, a, v);
+            }
+        });
+        written?;
+        bar0.try_write32(bar1_block(layout.instance_block()), NV_PBUS_BAR1_BLOCK)?;
+        regs.flush_and_invalidate(layout.pdb())?;
+        let bar0 = bar0.into_devres()?;
+        Arc::pin_init(
+            pin_init!(Self {
+                layout,
+                vram,
+                bar0,
+                state <- new_mutex!(st, "Bar1Space::state"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Where the tables are.
+    pub(crate) fn layout(&self) -> &Bar1Layout {
+        &self.layout
+    }
+
+    /// Bytes of VRAM.
+    pub(crate) fn vram(&self) -> u64 {
+        self.vram
+    }
+
+    /// Bytes of BAR1 mapped now.
+    pub(crate) fn mapped(&self) -> u64 {
+        let st = self.state.lock();
+        let n = slots::used(&st.slots, st.slots.len() * 64);
+        BIG_PAGE * n as u64
+    }
+
+    /// Runs `f` with the registers, under the lock; `ENODEV` once the device is unbound. `f`
+    /// runs inside the RCU read-side section that keeps BAR0 mapped, and must not sleep.
+    fn with_regs<R>(&self, f: impl FnOnce(&Regs<'_, '_>, &mut State) -> Result<R>) -> Result<R> {
+        let mut st = self.state.lock();
+        let guard = self.bar0.try_access().ok_or(ENODEV)?;
+        let regs = Regs {
+            bar0: &guard,
+            ver3: self.layout.format().version() == 3,
+        };
+        f(&regs, &mut st)
+    }
+
+    /// Maps the 64 KiB pages of VRAM at `pages` (64 KiB aligned) at the first free run of BAR1,
+    /// in order, and returns the BAR1 offset of the first. `ENOMEM` if BAR1 has no such run,
+    /// `EINVAL` for an empty list or a page that is not a page of VRAM outside BAR1's tables.
+    pub(crate) fn map(&self, pages: &[u64], read_only: bool) -> Result<u64> {
+        let tables = self.layout.instance_block();
+        if pages.is_empty()
+            || pages
+                .iter()
+                .any(|&p| p % BIG_PAGE != 0 || p + BIG_PAGE > tables)
+        {
+            return Err(EINVAL);
+        }
+        let nslots = usize::try_from(self.layout.size() / BIG_PAGE)?;
+        self.with_regs(|regs, st| {
+            let start = slots::find_free(&st.slots, nslots, pages.len()).ok_or(ENOMEM)?;
+            let va = BIG_PAGE * u64::try_from(start)?;
+            for (i, &page) in (0u64..).zip(pages) {
+                let pte = self.layout.pte_addr(va + BIG_PAGE * i).ok_or(EINVAL)?;
+                regs.write64(st, pte, self.layout.pte(page, read_only))?;
+            }
+            if !slots::mark(&mut st.slots, nslots, start, pages.len(), true) {
+                return Err(EINVAL);
+            }
+            regs.flush_and_invalidate(self.layout.pdb())?;
+            Ok(va)
+        })
+    }
+
+    /// Unmaps `n` pages from BAR1 offset `va` (a run [`Self::map`] returned) and invalidates
+    /// the TLB before returning. `EINVAL` if they are not all mapped.
+    pub(crate) fn unmap(&self, va: u64, n: usize) -> Result {
+        if va % BIG_PAGE != 0 {
+            return Err(EINVAL);
+        }
+        let start = usize::try_from(va / BIG_PAGE)?;
+        let nslots = usize::try_from(self.layout.size() / BIG_PAGE)?;
+        self.with_regs(|regs, st| {
+            if !slots::mark(&mut st.slots, nslots, start, n, false) {
+                return Err(EINVAL);
+            }
+            for i in 0..u64::try_from(n)? {
+                let pte = self.layout.pte_addr(va + BIG_PAGE * i).ok_or(EINVAL)?;
+                regs.write64(st, pte, 0)?;
+            }
+            regs.flush_and_invalidate(self.layout.pdb())
+        })
+    }
+
+    /// A 32-bit word of VRAM, read through PRAMIN.
+    fn read_vram(&self, addr: u64) -> Result<u32> {
+        self.with_regs(|regs, st| regs.read32(st, addr))
+    }
+
+    /// Writes a 32-bit word of VRAM through PRAMIN.
+    fn write_vram(&self, addr: u64, v: u32) -> Result {
+        self.with_regs(|regs, st| {
+            let off = regs.pramin(st, addr)?;
+            regs.bar0.try_write32(v, off)
+        })
+    }
+}
+
+/// A word the self-test writes: not all-ones (what an unmapped read gives) nor zero (what
+/// fresh memory holds).
+const SELF_TEST_WORD: u32 = 0x5e1f_7e57;
+
+/// Maps one page of VRAM into BAR1 through [`Bar1Space::map`] (the last page below the tables,
+/// its first word set through PRAMIN and put back after), reads it back through BAR1, unmaps
+/// it, and reads again; `bar1` is BAR1's resource index. Runs before the GPU is registered,
+/// when no memory of it belongs to anyone.
+pub(crate) fn self_test(
+    pdev: &pci::Device<kernel::device::Core<'_>>,
+    space: &Bar1Space,
+    bar1: u32,
+) -> Result<SelfTest> {
+    let page = space.layout().instance_block() - BIG_PAGE;
+    let io = pdev.iomap_region_sized::<0x1000>(bar1, c"nvrs/bar1-selftest")?;
+    let old = space.read_vram(page)?;
+    space.write_vram(page, SELF_TEST_WORD)?;
+    let va = space.map(&[page], true)?;
+    let off = usize::try_from(va)?;
+    let got = io.try_read32(off);
+    let unmapped = space.unmap(va, 1);
+    let after = io.try_read32(off);
+    space.write_vram(page, old)?;
+    let (got, after, want) = (got?, after?, SELF_TEST_WORD);
+    unmapped?;
+    Ok(if got != want {
+        SelfTest::NotTranslated { got, want }
+    } else if after != u32::MAX {
+        SelfTest::StaleAfterUnmap { got: after }
+    } else {
+        SelfTest::Passed
+    })
+}
