@@ -60,7 +60,7 @@ const MODEL_ID_VALUE: u32 = 0x4d47_564e;
 /// BAR0 of every NVIDIA GPU since Fermi is 16 MiB.
 const BAR0_LEN: usize = 16 << 20;
 /// How many times a flush or an invalidate is polled, a microsecond apart.
-const POLL_TRIES: usize = 100_000;
+const POLL_TRIES: usize = 10_000;
 /// The VRAM at its end that BAR1's tables may use.
 const TABLES_LEN: u64 = 2 << 20;
 
@@ -104,6 +104,11 @@ impl Regs<'_, '_> {
             Some(b) if addr >= b && addr + 4 <= b + PRAMIN_LEN => b,
             _ => {
                 let b = addr & !0xffff;
+                // The window's base field: 24 bits (pre-Hopper), 22 (Hopper and later).
+                let bits = if self.ver3 { 22 } else { 24 };
+                if b >> 16 >= 1 << bits {
+                    return Err(EINVAL);
+                }
                 let reg = if self.ver3 {
                     NV_XAL_EP_BAR0_WINDOW
                 } else {
@@ -258,33 +263,51 @@ impl Bar1Space {
     /// Maps the 64 KiB pages of VRAM at `pages` (64 KiB aligned) at the first free run of BAR1,
     /// in order, and returns the BAR1 offset of the first. `ENOMEM` if BAR1 has no such run,
     /// `EINVAL` for an empty list or a page that is not a page of VRAM outside BAR1's tables.
+    /// On any other failure nothing stays mapped: the entries written are cleared again.
     pub(crate) fn map(&self, pages: &[u64], read_only: bool) -> Result<u64> {
         let tables = self.layout.instance_block();
-        if pages.is_empty()
-            || pages
-                .iter()
-                .any(|&p| p % BIG_PAGE != 0 || p + BIG_PAGE > tables)
-        {
+        let outside = |p: u64| p.checked_add(BIG_PAGE).is_none_or(|end| end > tables);
+        if pages.is_empty() || pages.iter().any(|&p| p % BIG_PAGE != 0 || outside(p)) {
             return Err(EINVAL);
         }
         let nslots = usize::try_from(self.layout.size() / BIG_PAGE)?;
         self.with_regs(|regs, st| {
             let start = slots::find_free(&st.slots, nslots, pages.len()).ok_or(ENOMEM)?;
             let va = BIG_PAGE * u64::try_from(start)?;
+            let mut written = 0;
+            let mut result = Ok(());
             for (i, &page) in (0u64..).zip(pages) {
-                let pte = self.layout.pte_addr(va + BIG_PAGE * i).ok_or(EINVAL)?;
-                regs.write64(st, pte, self.layout.pte(page, read_only))?;
+                result = self
+                    .layout
+                    .pte_addr(va + BIG_PAGE * i)
+                    .ok_or(EINVAL)
+                    .and_then(|pte| regs.write64(st, pte, self.layout.pte(page, read_only)));
+                if result.is_err() {
+                    break;
+                }
+                written += 1;
+            }
+            let result = result.and_then(|()| regs.flush_and_invalidate(self.layout.pdb()));
+            if let Err(e) = result {
+                // Best effort: the run stays free only if its entries are cleared and the TLB
+                // forgot them; otherwise it stays marked, never handed out again.
+                let cleared = self.clear(regs, st, va, written);
+                if cleared.is_err() {
+                    slots::mark(&mut st.slots, nslots, start, pages.len(), true);
+                }
+                return Err(e);
             }
             if !slots::mark(&mut st.slots, nslots, start, pages.len(), true) {
                 return Err(EINVAL);
             }
-            regs.flush_and_invalidate(self.layout.pdb())?;
             Ok(va)
         })
     }
 
     /// Unmaps `n` pages from BAR1 offset `va` (a run [`Self::map`] returned) and invalidates
-    /// the TLB before returning. `EINVAL` if they are not all mapped.
+    /// the TLB before returning. `EINVAL` if they are not all mapped. If clearing or the
+    /// invalidate fails, the slots stay marked: BAR1 may still reach the pages, so the range is
+    /// never handed out again.
     pub(crate) fn unmap(&self, va: u64, n: usize) -> Result {
         if va % BIG_PAGE != 0 {
             return Err(EINVAL);
@@ -292,15 +315,26 @@ impl Bar1Space {
         let start = usize::try_from(va / BIG_PAGE)?;
         let nslots = usize::try_from(self.layout.size() / BIG_PAGE)?;
         self.with_regs(|regs, st| {
-            if !slots::mark(&mut st.slots, nslots, start, n, false) {
+            let end = start.checked_add(n).ok_or(EINVAL)?;
+            if n == 0 || end > nslots || slots::used_in(&st.slots, start, n) != n {
                 return Err(EINVAL);
             }
-            for i in 0..u64::try_from(n)? {
-                let pte = self.layout.pte_addr(va + BIG_PAGE * i).ok_or(EINVAL)?;
-                regs.write64(st, pte, 0)?;
+            self.clear(regs, st, va, n)?;
+            if slots::mark(&mut st.slots, nslots, start, n, false) {
+                Ok(())
+            } else {
+                Err(EINVAL)
             }
-            regs.flush_and_invalidate(self.layout.pdb())
         })
+    }
+
+    /// Clears the entries of `n` pages from BAR1 offset `va` and invalidates the TLB.
+    fn clear(&self, regs: &Regs<'_, '_>, st: &mut State, va: u64, n: usize) -> Result {
+        for i in 0..u64::try_from(n)? {
+            let pte = self.layout.pte_addr(va + BIG_PAGE * i).ok_or(EINVAL)?;
+            regs.write64(st, pte, 0)?;
+        }
+        regs.flush_and_invalidate(self.layout.pdb())
     }
 
     /// A 32-bit word of VRAM, read through PRAMIN.
@@ -334,14 +368,15 @@ pub(crate) fn self_test(
     let io = pdev.iomap_region_sized::<0x1000>(bar1, c"nvrs/bar1-selftest")?;
     let old = space.read_vram(page)?;
     space.write_vram(page, SELF_TEST_WORD)?;
-    let va = space.map(&[page], true)?;
-    let off = usize::try_from(va)?;
-    let got = io.try_read32(off);
-    let unmapped = space.unmap(va, 1);
-    let after = io.try_read32(off);
+    let seen = (|| -> Result<(u32, u32)> {
+        let va = space.map(&[page], true)?;
+        let off = usize::try_from(va)?;
+        let got = io.try_read32(off);
+        space.unmap(va, 1)?;
+        Ok((got?, io.try_read32(off)?))
+    })();
     space.write_vram(page, old)?;
-    let (got, after, want) = (got?, after?, SELF_TEST_WORD);
-    unmapped?;
+    let ((got, after), want) = (seen?, SELF_TEST_WORD);
     Ok(if got != want {
         SelfTest::NotTranslated { got, want }
     } else if after != u32::MAX {

@@ -602,7 +602,12 @@ fn model_bar1(
     ident: &Identity,
     aperture: u32,
 ) -> Result<Arc<Bar1Space>> {
-    let space = Bar1Space::new(pdev, bar0, ident, aperture)?;
+    let space = Bar1Space::new(pdev, bar0, ident, aperture).inspect_err(|e| {
+        // The layout's refusals said why already.
+        if *e != ENODEV {
+            dev_err!(pdev, "GPU model: cannot set up BAR1: {e:?}\n");
+        }
+    })?;
     match bar1::self_test(pdev, &space, aperture)? {
         SelfTest::Passed => Ok(space),
         SelfTest::NotTranslated { got, want } => {

@@ -174,6 +174,11 @@ if [ "$PROFILE" = qemu ]; then
 		-o "APT::Get::List-Cleanup=0")
 	QVER=$(dpkg-query -W -f='${source:Version}' qemu-system-x86)
 	[ -n "$QVER" ] || die "qemu-system-x86 is not installed"
+	# The model is written against QEMU 7.2's device API (Debian 12's QEMU).
+	case "$QVER" in
+	1:7.2+*) ;;
+	*) die "the GPU model needs Debian 12's QEMU 7.2; qemu-system-x86 is $QVER" ;;
+	esac
 	# The firmware path is Debian's: the BIOS and option ROMs of its packages.
 	QFLAGS=(--target-list=x86_64-softmmu --without-default-features --enable-tcg
 		--enable-kvm --enable-fdt=system --disable-docs --disable-tools
@@ -188,9 +193,19 @@ if [ "$PROFILE" = qemu ]; then
 		rm -rf "$QSRC" "$QSRC.tmp"
 		mkdir -p "$QAPT/lists/partial" "$QAPT/cache/archives/partial" "$QSRC.tmp"
 		codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
-		for suite in "$codename" "$codename-updates"; do
-			echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(mirror) $suite main"
-		done >"$QAPT/sources.list"
+		# The security suite too: the installed version may come from it.
+		security=$(grep -hE '^URIs:.*-security' /etc/apt/sources.list.d/*.sources 2>/dev/null |
+			awk '{print $2}' | head -n1 || true)
+		[ -n "$security" ] || security=$(grep -hE '^deb .*-security' /etc/apt/sources.list \
+			2>/dev/null | awk '{print $2}' | head -n1 || true)
+		{
+			for suite in "$codename" "$codename-updates"; do
+				echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(mirror) $suite main"
+			done
+			if [ -n "$security" ]; then
+				echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $security $codename-security main"
+			fi
+		} >"$QAPT/sources.list"
 		apt-get "${QAPT_OPTS[@]}" update -qq >/dev/null 2>&1 ||
 			die "apt-get update of the $codename source lists failed"
 		(cd "$QSRC.tmp" && apt-get "${QAPT_OPTS[@]}" source -qq --download-only \

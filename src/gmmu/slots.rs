@@ -56,6 +56,11 @@ pub(crate) fn mark(map: &mut [u64], slots: usize, start: usize, n: usize, mapped
     true
 }
 
+/// Slots set among `start..start + n` (the range must lie inside the map).
+pub(crate) fn used_in(map: &[u64], start: usize, n: usize) -> usize {
+    (start..start + n).filter(|&i| is_set(map, i)).count()
+}
+
 /// Slots set among the first `slots` ([`mark`] never sets one past them).
 pub(crate) fn used(map: &[u64], slots: usize) -> usize {
     map.iter()

@@ -621,6 +621,7 @@ static const MemoryRegionOps nvrs_gpu_bar3_ops = {
 static void nvrs_gpu_realize(PCIDevice *pdev, Error **errp)
 {
     NvrsGpuState *s = NVRS_GPU(pdev);
+    uint32_t range;
 
     if (!s->vram_backend) {
         error_setg(errp, "nvrs-gpu: 'memdev' (the VRAM backend) is required");
@@ -636,8 +637,13 @@ static void nvrs_gpu_realize(PCIDevice *pdev, Error **errp)
     }
     s->vram = host_memory_backend_get_memory(s->vram_backend);
     s->vram_size = memory_region_size(s->vram);
-    if (s->vram_size < 16 * MiB || (s->vram_size & (MiB - 1))) {
-        error_setg(errp, "nvrs-gpu: VRAM must be a multiple of 1 MiB, >= 16");
+    range = local_memory_range(s);
+    if (s->vram_size < 16 * MiB || (s->vram_size & (MiB - 1)) ||
+        ((uint64_t)((range >> 4) & 0x3f) << ((range & 0xf) + 20)) !=
+        s->vram_size) {
+        /* LOCAL_MEMORY_RANGE says mag << (scale + 20) with a 6-bit mag. */
+        error_setg(errp, "nvrs-gpu: VRAM must be at least 16 MiB, and M MiB "
+                   "times a power of two with M < 64");
         return;
     }
     if (!is_power_of_2(s->bar1_size) || s->bar1_size < 16 * MiB ||
@@ -677,6 +683,7 @@ static void nvrs_gpu_realize(PCIDevice *pdev, Error **errp)
     if (pcie_endpoint_cap_init(pdev, 0x80) < 0) {
         error_setg(errp, "nvrs-gpu: cannot add the PCIe capability");
         g_free(s->tlb);
+        s->tlb = NULL;
         host_memory_backend_set_mapped(s->vram_backend, false);
         return;
     }
@@ -700,6 +707,15 @@ static void nvrs_gpu_reset(DeviceState *dev)
     s->tlb_pdb_lo = 0;
     s->tlb_pdb_hi = 0;
     memset(s->tlb, 0, (s->bar1_size >> 12) * sizeof(*s->tlb));
+    s->faults = 0;
+    s->fault_reason = FAULT_NONE;
+    s->fault_va = 0;
+    s->tlb_invalidates = 0;
+    s->tlb_walks = 0;
+    s->bar1_rx = 0;
+    s->bar1_tx = 0;
+    s->rx_hi_latch = 0;
+    s->tx_hi_latch = 0;
     pramin_place(s, 0, true);
 }
 

@@ -64,6 +64,11 @@ for spec in "$@"; do
 $spec
 EOF
 	bdf=$(pci_functions 0x10de 0x$dev | head -n1)
+	if [ -z "$bdf" ]; then
+		not_ok "model $i ($chip): no function 10de:$dev to bind"
+		i=$((i + 1))
+		continue
+	fi
 	check "$bdf: bound to nvrs" test -e /sys/bus/pci/drivers/nvrs/$bdf
 	info=/sys/kernel/debug/nvrs/$bdf/info
 	expect_eq "$bdf: identified from PMC_BOOT_0/42 as $chip" "$chip" \
@@ -80,11 +85,16 @@ EOF
 	inst=$(sed -n 's/^bar1_instance_block: //p' $info)
 	# The runner's walker: the space at inst maps nothing, through a big-page
 	# table per 2 MiB of BAR1.
-	[ -n "$inst" ] && echo "nvrs-hostcheck: gmmu-empty $i $inst $mmu $((bar1 / 2))"
+	if [ -n "$inst" ]; then
+		echo "nvrs-hostcheck: gmmu-empty $i $inst $mmu $((bar1 / 2))"
+	else
+		not_ok "$bdf: debugfs info names BAR1's instance block"
+	fi
 	i=$((i + 1))
 done
 check "rmmod nvrs" rmmod nvrs
 # Levels 0-4 (emergency to warning), from the raw log's priority prefixes.
+check "the raw kernel log has nvrs's lines" sh -c 'dmesg -r | grep -q "^<[0-9]>.*nvrs"'
 expect_eq "no nvrs message at warning level or above" 0 \
 	"$(dmesg -r | grep -E "^<[0-4]>" | grep -v "taints kernel" | grep -c nvrs)"
 

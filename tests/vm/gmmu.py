@@ -55,7 +55,9 @@ class Gmmu:
         aperture = _field(e, 1, 2)
         if aperture != 0:
             raise WalkError(f"VA {va:#x}: PTE aperture {aperture} (not video memory)")
-        pa = (_field(e, 12, 40) << 12 if self.v3 else _field(e, 8, 25) << 12) & ~(size - 1)
+        pa = _field(e, 12, 40) << 12 if self.v3 else _field(e, 8, 25) << 12
+        if pa % size:
+            raise WalkError(f"VA {va:#x}: a {size:#x}-byte page at {pa:#x}, not aligned")
         ro = bool(_field(e, 3, 5) & 4) if self.v3 else bool(e & (1 << 6))
         if pa + size > len(self.vram):
             raise WalkError(f"VA {va:#x}: page {pa:#x} past VRAM")
@@ -123,9 +125,10 @@ class Gmmu:
 
 def walk_file(path, inst, version, stats=None):
     """The pages mapped by the address space at inst; stats, a dict, gets "big_tables"."""
-    with open(path, "rb") as f:
-        g = Gmmu(f.read(), version)
-    pages = g.walk(inst)
+    import mmap
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as vram:
+        g = Gmmu(vram, version)
+        pages = g.walk(inst)
     if stats is not None:
         stats["big_tables"] = g.big_tables
     return pages

@@ -371,6 +371,7 @@ class BackingCheck:
         # GPU models: the address spaces to walk after the VM, and what each must map:
         # {(model, instance block): (MMU version, big-page tables an empty space has or None)}.
         self.models, self.spaces, self.maps, self.last_space = models, {}, {}, {}
+        self.require_spaces = False
 
     def line(self, ln):
         """Feeds one console line; returns True if the guest waits for an answer."""
@@ -445,7 +446,14 @@ class BackingCheck:
 
     def walk_models(self):
         """Each address space a scenario named maps exactly the pages it said, and nothing
-        else, as an independent walker reads the tables in the model's VRAM file."""
+        else, as an independent walker reads the tables in the model's VRAM file. With
+        self.require_spaces (the model scenario ran), every model must have had both kinds
+        named: one the scenario mapped, one nvrs left empty."""
+        if self.require_spaces:
+            for i, m in enumerate(self.models):
+                kinds = {b is None for (j, _), (_, b) in self.spaces.items() if j == i}
+                self.results.append((f"GPU model {i} ({m.chip}): the scenario named a mapped and "
+                                     "an empty address space to walk", kinds == {True, False}))
         for (i, inst), (version, big_tables) in sorted(self.spaces.items()):
             if i >= len(self.models):
                 self.results.append((f"GPU model {i}: no such model for the walk", False))
@@ -643,6 +651,7 @@ def main():
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 stdin=subprocess.PIPE, start_new_session=True)
         backing = BackingCheck(gpus, storage, models)
+        backing.require_spaces = "model" in args.scenario
         chunks, hung = [], False
         os.set_blocking(proc.stdout.fileno(), False)
         streams = [Lines(proc.stdout), Lines(open(tests_out, "rb"))]

@@ -172,7 +172,7 @@ fn the_independent_walker_reads_what_was_mapped_and_nothing_else() {
 
 #[test]
 fn slots_find_first_fit_runs_and_refuse_double_marks() {
-    use crate::gmmu::slots::{find_free, mark, used, words};
+    use crate::gmmu::slots::{find_free, mark, used, used_in, words};
     // A 256 MiB BAR1: 4096 slots of 64 KiB.
     let n = 4096;
     let mut map = vec![0u64; words(n)];
@@ -186,6 +186,7 @@ fn slots_find_first_fit_runs_and_refuse_double_marks() {
     assert!(!mark(&mut map, n, n - 1, 2, true));
     assert!(!mark(&mut map, n, usize::MAX, 2, true));
     assert_eq!(used(&map, n), 3);
+    assert_eq!(used_in(&map, 1, 4), 2);
     // Runs that cross word boundaries, and a hole too small for the request.
     assert!(mark(&mut map, n, 4, 120, true));
     assert_eq!(find_free(&map, n, 1), Some(3));
