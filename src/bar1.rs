@@ -54,8 +54,13 @@ const NV_TLB_FLUSH_PDB_HI: usize = 0xb8_30a4;
 const NV_TLB_FLUSH_CTRL: usize = 0xb8_30b0;
 const TLB_FLUSH_ALL_VA: u32 = 1 << 0;
 const TLB_FLUSH_TRIGGER: u32 = 1 << 31;
-/// The GPU model's id register (`tests/model/README.md`) and its value, "NVGM".
+/// The GPU model's id register (`tests/model/README.md`) and its value, "NVGM"; its counters
+/// after it (each 64-bit one low half first: reading it latches the high half).
 const MODEL_ID: usize = 0xff_0000;
+const MODEL_FAULTS: usize = MODEL_ID + 0x08;
+const MODEL_TLB_INVALIDATES: usize = MODEL_ID + 0x18;
+const MODEL_BAR1_RX: usize = MODEL_ID + 0x20;
+const MODEL_BAR1_TX: usize = MODEL_ID + 0x28;
 const MODEL_ID_VALUE: u32 = 0x4d47_564e;
 /// BAR0 of every NVIDIA GPU since Fermi is 16 MiB.
 const BAR0_LEN: usize = 16 << 20;
@@ -73,6 +78,19 @@ type Bar0<'a> = pci::Bar<'a, BAR0_MIN>;
 /// reads "NVGM" (an offset no NVIDIA chip implements).
 pub(crate) fn is_model(bar0: &Bar0<'_>) -> bool {
     bar0.try_read32(BAR0_LEN - 4).is_ok() && bar0.try_read32(MODEL_ID).ok() == Some(MODEL_ID_VALUE)
+}
+
+/// The GPU model's BAR1 traffic counters.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Counters {
+    /// Bytes written into BAR1.
+    pub(crate) rx: u64,
+    /// Bytes read from BAR1.
+    pub(crate) tx: u64,
+    /// Accesses that did not translate.
+    pub(crate) faults: u32,
+    /// TLB invalidates carried out.
+    pub(crate) tlb_invalidates: u32,
 }
 
 /// What `Bar1Space::state` guards: where the PRAMIN window is, and which slots are mapped.
@@ -335,6 +353,23 @@ impl Bar1Space {
             regs.write64(st, pte, 0)?;
         }
         regs.flush_and_invalidate(self.layout.pdb())
+    }
+
+    /// The model's counters; `ENODEV` once the device is unbound.
+    pub(crate) fn counters(&self) -> Result<Counters> {
+        self.with_regs(|regs, _| {
+            let b = regs.bar0;
+            let wide = |lo: usize| -> Result<u64> {
+                let l = b.try_read32(lo)?;
+                Ok(u64::from(l) | (u64::from(b.try_read32(lo + 4)?) << 32))
+            };
+            Ok(Counters {
+                rx: wide(MODEL_BAR1_RX)?,
+                tx: wide(MODEL_BAR1_TX)?,
+                faults: b.try_read32(MODEL_FAULTS)?,
+                tlb_invalidates: b.try_read32(MODEL_TLB_INVALIDATES)?,
+            })
+        })
     }
 
     /// A 32-bit word of VRAM, read through PRAMIN.

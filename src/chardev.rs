@@ -83,6 +83,7 @@ plain_data!(
     Processes,
     TopologyEndpoint,
     Topology,
+    GpuPcie,
 );
 
 const _: () = assert!(uapi::CHUNK_SIZES == crate::pmm::MAX_SIZES);
@@ -99,6 +100,7 @@ const _: () =
 const _: () = assert!(uapi::IOCTL_PMM_MAP == _IOWR::<uapi::PmmMap>(uapi::IOCTL_MAGIC, 6));
 const _: () = assert!(uapi::IOCTL_PROCESSES == _IOWR::<uapi::Processes>(uapi::IOCTL_MAGIC, 7));
 const _: () = assert!(uapi::IOCTL_TOPOLOGY == _IOR::<uapi::Topology>(uapi::IOCTL_MAGIC, 8));
+const _: () = assert!(uapi::IOCTL_GPU_PCIE == _IOWR::<uapi::GpuPcie>(uapi::IOCTL_MAGIC, 9));
 
 /// An open `/dev/nvrs`.
 pub(crate) struct NvrsFile {
@@ -135,6 +137,32 @@ impl NvrsFile {
         copy_str(&mut a.name, g.name.to_str().unwrap_or(""));
         copy_str(&mut a.chip, g.ident.chipset.name);
         w.write(&a)?;
+        Ok(0)
+    }
+
+    /// `NVRS_IOCTL_GPU_PCIE`: the BAR1 counters of a GPU model, zero (no flags) elsewhere.
+    fn gpu_pcie(&self, arg: usize) -> Result<isize> {
+        let (mut r, mut w) = UserSlice::new(
+            UserPtr::from_addr(arg),
+            core::mem::size_of::<uapi::GpuPcie>(),
+        )
+        .reader_writer();
+        let a: uapi::GpuPcie = r.read()?;
+        let g = gpu::by_index(a.index).ok_or(ENODEV)?;
+        let mut out = uapi::GpuPcie {
+            index: a.index,
+            ..Default::default()
+        };
+        if let Some(b) = &g.bar1 {
+            let c = b.counters()?;
+            out.flags = uapi::PCIE_COUNTERS | uapi::PCIE_BAR1_VIRTUAL;
+            out.bar1_rx_bytes = c.rx;
+            out.bar1_tx_bytes = c.tx;
+            out.bar1_faults = c.faults;
+            out.tlb_invalidates = c.tlb_invalidates;
+            out.bar1_mapped = b.mapped();
+        }
+        w.write(&out)?;
         Ok(0)
     }
 
@@ -425,6 +453,7 @@ impl MiscDevice for NvrsFile {
             uapi::IOCTL_PMM_MAP => me.pmm_map(arg),
             uapi::IOCTL_PROCESSES => me.processes(arg),
             uapi::IOCTL_TOPOLOGY => me.topology(arg),
+            uapi::IOCTL_GPU_PCIE => me.gpu_pcie(arg),
             uapi::IOCTL_ALLOC => me.check_writer(file).and_then(|()| me.alloc(arg)),
             uapi::IOCTL_FREE => me.check_writer(file).and_then(|()| me.free(arg)),
             uapi::IOCTL_EXPORT_DMABUF => me.check_writer(file).and_then(|()| me.export_dmabuf(arg)),

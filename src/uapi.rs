@@ -385,6 +385,31 @@ impl Topology {
     };
 }
 
+/// `NVRS_PCIE_COUNTERS`: the GPU has BAR1 traffic counters (the GPU model).
+pub(crate) const PCIE_COUNTERS: u32 = 0x1;
+/// `NVRS_PCIE_BAR1_VIRTUAL`: nvrs maps BAR1 through page tables it wrote.
+pub(crate) const PCIE_BAR1_VIRTUAL: u32 = 0x2;
+
+/// `struct nvrs_gpu_pcie`: `NVRS_IOCTL_GPU_PCIE`, a GPU's PCIe traffic counters.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct GpuPcie {
+    /// In: GPU index.
+    pub(crate) index: u32,
+    /// Out: `PCIE_*`.
+    pub(crate) flags: u32,
+    /// Out: bytes written into BAR1 since the GPU's reset.
+    pub(crate) bar1_rx_bytes: u64,
+    /// Out: bytes read from BAR1.
+    pub(crate) bar1_tx_bytes: u64,
+    /// Out: bytes of BAR1 mapped now.
+    pub(crate) bar1_mapped: u64,
+    /// Out: BAR1 accesses that did not translate.
+    pub(crate) bar1_faults: u32,
+    /// Out: TLB invalidates the GPU carried out.
+    pub(crate) tlb_invalidates: u32,
+}
+
 /// `NVRS_IOCTL_GPU_COUNT`: the number of bound GPUs, a `__u32`.
 pub(crate) const IOCTL_GPU_COUNT: u32 = ior::<u32>(0);
 /// `NVRS_IOCTL_GPU_INFO`.
@@ -403,6 +428,8 @@ pub(crate) const IOCTL_PMM_MAP: u32 = iowr::<PmmMap>(6);
 pub(crate) const IOCTL_PROCESSES: u32 = iowr::<Processes>(7);
 /// `NVRS_IOCTL_TOPOLOGY`.
 pub(crate) const IOCTL_TOPOLOGY: u32 = ior::<Topology>(8);
+/// `NVRS_IOCTL_GPU_PCIE`.
+pub(crate) const IOCTL_GPU_PCIE: u32 = iowr::<GpuPcie>(9);
 
 // The sizes the header's layout gives (the host tests check every offset too).
 const _: () = assert!(size_of::<GpuInfo>() == 88);
@@ -414,4 +441,5 @@ const _: () = assert!(size_of::<PmmMap>() == 24);
 const _: () = assert!(size_of::<ProcessUsage>() == 16);
 const _: () = assert!(size_of::<Processes>() == 16);
 const _: () = assert!(size_of::<TopologyEndpoint>() == 64);
+const _: () = assert!(size_of::<GpuPcie>() == 40);
 const _: () = assert!(size_of::<Topology>() == 16 + 64 * TOPO_MAX + 2 * TOPO_MAX * TOPO_MAX);

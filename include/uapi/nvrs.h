@@ -322,6 +322,37 @@ struct nvrs_topology {
 	__u8 p2p[NVRS_TOPO_MAX][NVRS_TOPO_MAX];
 };
 
+/* nvrs_gpu_pcie.flags: the GPU has BAR1 traffic counters (the GPU model). */
+#define NVRS_PCIE_COUNTERS	0x1
+/* nvrs_gpu_pcie.flags: nvrs maps BAR1 through page tables it wrote. */
+#define NVRS_PCIE_BAR1_VIRTUAL	0x2
+
+/**
+ * struct nvrs_gpu_pcie - NVRS_IOCTL_GPU_PCIE: a GPU's PCIe traffic counters
+ * @index: in: GPU index
+ * @flags: out: NVRS_PCIE_*; without NVRS_PCIE_COUNTERS the counters are zero
+ * @bar1_rx_bytes: out: bytes written into BAR1 by CPUs and peers since the
+ *	GPU's reset (what the GPU received)
+ * @bar1_tx_bytes: out: bytes read from BAR1 (what the GPU sent)
+ * @bar1_mapped: out: bytes of BAR1 mapped now, with NVRS_PCIE_BAR1_VIRTUAL
+ * @bar1_faults: out: BAR1 accesses that did not translate (read all-ones,
+ *	writes dropped)
+ * @tlb_invalidates: out: TLB invalidates the GPU carried out
+ *
+ * Counters wrap at their width. nvrs-smi dmon prints their rates. Errors:
+ * -ENODEV for an unknown GPU, or a GPU model being removed; -EFAULT for a bad
+ * pointer.
+ */
+struct nvrs_gpu_pcie {
+	__u32 index;
+	__u32 flags;
+	__u64 bar1_rx_bytes;
+	__u64 bar1_tx_bytes;
+	__u64 bar1_mapped;
+	__u32 bar1_faults;
+	__u32 tlb_invalidates;
+};
+
 #define NVRS_IOCTL_GPU_COUNT	_IOR(NVRS_IOCTL_MAGIC, 0, __u32)
 #define NVRS_IOCTL_GPU_INFO	_IOWR(NVRS_IOCTL_MAGIC, 1, struct nvrs_gpu_info)
 #define NVRS_IOCTL_ALLOC	_IOWR(NVRS_IOCTL_MAGIC, 2, struct nvrs_alloc)
@@ -331,5 +362,6 @@ struct nvrs_topology {
 #define NVRS_IOCTL_PMM_MAP	_IOWR(NVRS_IOCTL_MAGIC, 6, struct nvrs_pmm_map)
 #define NVRS_IOCTL_PROCESSES	_IOWR(NVRS_IOCTL_MAGIC, 7, struct nvrs_processes)
 #define NVRS_IOCTL_TOPOLOGY	_IOR(NVRS_IOCTL_MAGIC, 8, struct nvrs_topology)
+#define NVRS_IOCTL_GPU_PCIE	_IOWR(NVRS_IOCTL_MAGIC, 9, struct nvrs_gpu_pcie)
 
 #endif /* _UAPI_NVRS_H */

@@ -82,6 +82,26 @@ EOF
 	[ $((vram % 1024)) -eq 0 ] && want="$((vram / 1024)) GiB"
 	expect_eq "$bdf: VRAM size from LOCAL_MEMORY_RANGE" "$want" "$(sed -n 's/^vram: //p' $info)"
 	model "$bdf: with nvrs's empty tables BAR1 reads all-ones and faults" $bdf unmapped 0x10000
+	# NVRS_IOCTL_GPU_PCIE through nvrs-smi: the model counts every BAR1 byte.
+	if command -v nvrs-smi >/dev/null; then
+		tx0=$(nvrs-smi --json -i $bdf | sed -n 's/.*"bar1_tx": \([0-9]*\).*/\1/p' | head -n1)
+		k=0
+		while [ $k -lt 10 ]; do
+			nvrs-model-test $bdf unmapped 0x20000 2>/dev/null
+			k=$((k + 1))
+		done
+		tx1=$(nvrs-smi --json -i $bdf | sed -n 's/.*"bar1_tx": \([0-9]*\).*/\1/p' | head -n1)
+		expect_eq "$bdf: nvrs-smi sees BAR1 tx grow by 10 reads of 4 bytes" 40 \
+			"$(( ${tx1:-0} - ${tx0:-0} ))"
+		check "$bdf: nvrs-smi read the counters (not empty)" test -n "$tx0"
+		nvrs-smi dmon -c 1 -d 1 -s t --format csv -i $bdf >/tmp/dmon.txt 2>&1
+		expect_eq "$bdf: dmon -s t prints its two header lines" "#gpu, rxpci, txpci|#Idx, MB/s, MB/s|" \
+			"$(head -n 2 /tmp/dmon.txt | tr '\n' '|')"
+		expect_eq "$bdf: dmon -c 1 prints one row" 3 "$(wc -l </tmp/dmon.txt)"
+		check "$bdf: dmon's row has rates, not '-'" grep -qE "^$i, [0-9.]+, [0-9.]+$" /tmp/dmon.txt
+	else
+		not_ok "$bdf: nvrs-smi is in the VM"
+	fi
 	inst=$(sed -n 's/^bar1_instance_block: //p' $info)
 	# The runner's walker: the space at inst maps nothing, through a big-page
 	# table per 2 MiB of BAR1.

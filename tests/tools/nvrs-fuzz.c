@@ -173,6 +173,7 @@ static void op_ioctl(void)
 		_IOWR(NVRS_IOCTL_MAGIC, 9, struct nvrs_alloc), 0,
 		NVRS_IOCTL_GPU_STATS, NVRS_IOCTL_EXPORT_DMABUF, NVRS_IOCTL_EXPORT_DMABUF,
 		NVRS_IOCTL_PMM_MAP, NVRS_IOCTL_PROCESSES, NVRS_IOCTL_TOPOLOGY,
+		NVRS_IOCTL_GPU_PCIE,
 	};
 	union {
 		struct nvrs_alloc a;
@@ -182,6 +183,7 @@ static void op_ioctl(void)
 		struct nvrs_export_dmabuf e;
 		struct nvrs_pmm_map pm;
 		struct nvrs_processes pr;
+		struct nvrs_gpu_pcie pc;
 		uint8_t raw[512];
 	} u;
 	void *arg = &u;
@@ -202,6 +204,8 @@ static void op_ioctl(void)
 		u.i.index = pick(4) ? pick(gpus + 1) : next();
 	} else if (cmd == NVRS_IOCTL_GPU_STATS) {
 		u.st.index = pick(4) ? pick(gpus + 1) : next();
+	} else if (cmd == NVRS_IOCTL_GPU_PCIE) {
+		u.pc.index = pick(4) ? pick(gpus + 1) : next();
 	} else if (cmd == NVRS_IOCTL_EXPORT_DMABUF) {
 		u.e.va = some_va();
 		u.e.size = pick(2) ? (1 + pick(8)) << 16 : some_size();

@@ -223,6 +223,34 @@ fn layout_checks() -> Vec<Check> {
         "struct nvrs_topology",
         [version, gpus, peers, gate, link, p2p]
     );
+    layout!(
+        c,
+        GpuPcie,
+        "struct nvrs_gpu_pcie",
+        [
+            index,
+            flags,
+            bar1_rx_bytes,
+            bar1_tx_bytes,
+            bar1_mapped,
+            bar1_faults,
+            tlb_invalidates
+        ]
+    );
+    ints!(
+        c,
+        GpuPcie,
+        "struct nvrs_gpu_pcie",
+        [
+            index,
+            flags,
+            bar1_rx_bytes,
+            bar1_tx_bytes,
+            bar1_mapped,
+            bar1_faults,
+            tlb_invalidates
+        ]
+    );
     c.push(Check {
         c_expr: "sizeof(((struct nvrs_topology *)0)->ep[0])".into(),
         rust: core::mem::size_of::<TopologyEndpoint>() as u64,
@@ -270,6 +298,9 @@ fn constants() -> Vec<(&'static str, u64)> {
         ("NVRS_IOCTL_PMM_MAP", IOCTL_PMM_MAP.into()),
         ("NVRS_IOCTL_PROCESSES", IOCTL_PROCESSES.into()),
         ("NVRS_IOCTL_TOPOLOGY", IOCTL_TOPOLOGY.into()),
+        ("NVRS_IOCTL_GPU_PCIE", IOCTL_GPU_PCIE.into()),
+        ("NVRS_PCIE_COUNTERS", PCIE_COUNTERS.into()),
+        ("NVRS_PCIE_BAR1_VIRTUAL", PCIE_BAR1_VIRTUAL.into()),
     ]
 }
 

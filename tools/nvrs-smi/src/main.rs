@@ -7,12 +7,14 @@
 //! [`model::Snapshot`] and renders it the way nvidia-smi does: the summary table, `-q`,
 //! `topo -m`, `nvlink -s`, `--query-gpu ... --format=csv`, and `--json` for each of them. `pmm`
 //! adds what nvidia-smi cannot show: a picture of the memory manager's roots, in the terminal
-//! or as an SVG file. `--snapshot FILE` renders a recorded `--json` instead of the device (the
-//! tests' fixtures).
+//! or as an SVG file. `dmon` prints a row per GPU and interval, as `nvidia-smi dmon` does (PCIe
+//! throughput from the GPU model's counters, `NVRS_IOCTL_GPU_PCIE`). `--snapshot FILE` renders a
+//! recorded `--json` instead of the device (the tests' fixtures).
 //!
 //! Exit status: 0, 2 for bad arguments (one line on stderr), 6 if `-i` names no GPU, 9 if nvrs
 //! cannot be reached (not loaded).
 
+mod dmon;
 mod model;
 mod pmm;
 mod render;
@@ -88,6 +90,21 @@ enum Command {
         #[arg(long = "no-color")]
         no_color: bool,
     },
+    /// Device monitoring: one row per GPU every -d seconds (nvidia-smi dmon).
+    Dmon {
+        /// Seconds between rows.
+        #[arg(short = 'd', long = "delay", default_value_t = 1)]
+        delay: u64,
+        /// Rows per GPU, then exit (0: until interrupted).
+        #[arg(short = 'c', long = "count", default_value_t = 0)]
+        count: u32,
+        /// Metric groups: t PCIe throughput, m memory, p peer access, c compaction.
+        #[arg(short = 's', long = "select", default_value = dmon::GROUPS)]
+        select: String,
+        /// csv for comma-separated rows.
+        #[arg(long = "format", value_name = "FORMAT")]
+        format: Option<String>,
+    },
 }
 
 /// A failure and its exit status.
@@ -139,6 +156,37 @@ fn load(cli: &Cli, roots: bool) -> Result<Snapshot, Fail> {
         )
     })?;
     model::collect(&dev, roots).map_err(|e| Fail(9, format!("reading {}: {e}", cli.device)))
+}
+
+/// `nvrs-smi dmon`.
+fn monitor(
+    cli: &Cli,
+    delay: u64,
+    count: u32,
+    groups: &str,
+    format: Option<&str>,
+) -> Result<(), Fail> {
+    dmon::check(groups).map_err(|e| Fail(2, e))?;
+    let format = match (format, cli.json) {
+        (_, true) => dmon::Format::Json,
+        (None, false) => dmon::Format::Table,
+        (Some("csv"), false) => dmon::Format::Csv,
+        (Some(f), false) => return Err(Fail(2, format!("--format=\"{f}\" is not valid (csv)"))),
+    };
+    let first = load(cli, false)?;
+    let ids: Vec<u32> = select(&first, cli.id.as_deref())?
+        .iter()
+        .map(|g| g.index)
+        .collect();
+    dmon::run(
+        groups,
+        std::time::Duration::from_secs(delay),
+        count,
+        &ids,
+        format,
+        || load(cli, false).map_err(|Fail(_, m)| m),
+    )
+    .map_err(|m| Fail(9, m))
 }
 
 fn json(v: &impl serde::Serialize) -> String {
@@ -239,6 +287,8 @@ fn run(cli: &Cli) -> Result<String, Fail> {
         }
         None if cli.query => Ok(render::query(&s, &gpus)),
         None => Ok(render::summary(&s, &gpus)),
+        // main() runs the monitor itself: it prints as it goes.
+        Some(Command::Dmon { .. }) => Err(Fail(2, "dmon is not a one-shot view".into())),
     }
 }
 
@@ -258,6 +308,21 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(Command::Dmon {
+        delay,
+        count,
+        select: groups,
+        format,
+    }) = &cli.command
+    {
+        return match monitor(&cli, *delay, *count, groups, format.as_deref()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(Fail(code, msg)) => {
+                eprintln!("nvrs-smi: {msg}");
+                ExitCode::from(code)
+            }
+        };
+    }
     match run(&cli) {
         Ok(out) => {
             print!("{out}");

@@ -36,9 +36,27 @@ pub struct Gpu {
     pub p2p: P2p,
     /// NVLink of the chip (hwref), if it has it: `(links, GB/s per link and direction)`.
     pub nvlink: Option<(u8, f64)>,
+    /// BAR1 traffic counters (`NVRS_IOCTL_GPU_PCIE`), on GPUs that have them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pcie: Option<Pcie>,
     /// One byte per 2 MiB root (`NVRS_ROOT_*`), only when a view needs the map.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roots: Vec<u8>,
+}
+
+/// A GPU's BAR1 traffic counters, since its reset.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Pcie {
+    /// Bytes written into BAR1 (what the GPU received).
+    pub bar1_rx: u64,
+    /// Bytes read from BAR1 (what it sent).
+    pub bar1_tx: u64,
+    /// Bytes of BAR1 mapped through nvrs's page tables.
+    pub bar1_mapped: u64,
+    /// BAR1 accesses that did not translate.
+    pub bar1_faults: u32,
+    /// TLB invalidates.
+    pub tlb_invalidates: u32,
 }
 
 /// Bytes.
@@ -254,6 +272,18 @@ pub fn collect(dev: &Device, roots: bool) -> std::io::Result<Snapshot> {
                 p2pdma_bytes: st.p2pdma_bytes,
             },
             nvlink,
+            // An nvrs without the ioctl (ENOTTY) has no counters either.
+            pcie: dev
+                .gpu_pcie(i)
+                .ok()
+                .filter(|c| c.flags & uapi::PCIE_COUNTERS != 0)
+                .map(|c| Pcie {
+                    bar1_rx: c.bar1_rx_bytes,
+                    bar1_tx: c.bar1_tx_bytes,
+                    bar1_mapped: c.bar1_mapped,
+                    bar1_faults: c.bar1_faults,
+                    tlb_invalidates: c.tlb_invalidates,
+                }),
             roots: if roots && st.fb_total != 0 {
                 dev.pmm_map(i)?.0
             } else {

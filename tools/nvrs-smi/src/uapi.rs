@@ -14,14 +14,14 @@ use std::os::fd::AsRawFd;
 mod abi;
 
 pub(crate) use abi::{
-    link_nvlinks, root_kind, root_used, GpuInfo, GpuStats, PmmMap, ProcessUsage, Processes,
-    Topology, CHUNK_SIZES, GPU_STATS_VERSION as STATS_VERSION, LINK_NODE, LINK_PHB, LINK_PIX,
-    LINK_PXB, LINK_SELF, LINK_SYS, P2PDMA_PROVIDER, ROOT_ALLOCATED, ROOT_CONTIG, ROOT_FREE,
-    ROOT_PINNED, ROOT_SPLIT, ROOT_TEMP,
+    link_nvlinks, root_kind, root_used, GpuInfo, GpuPcie, GpuStats, PmmMap, ProcessUsage,
+    Processes, Topology, CHUNK_SIZES, GPU_STATS_VERSION as STATS_VERSION, LINK_NODE, LINK_PHB,
+    LINK_PIX, LINK_PXB, LINK_SELF, LINK_SYS, P2PDMA_PROVIDER, PCIE_COUNTERS, ROOT_ALLOCATED,
+    ROOT_CONTIG, ROOT_FREE, ROOT_PINNED, ROOT_SPLIT, ROOT_TEMP,
 };
 use abi::{
-    IOCTL_GPU_COUNT, IOCTL_GPU_INFO, IOCTL_GPU_STATS, IOCTL_PMM_MAP, IOCTL_PROCESSES,
-    IOCTL_TOPOLOGY,
+    IOCTL_GPU_COUNT, IOCTL_GPU_INFO, IOCTL_GPU_PCIE, IOCTL_GPU_STATS, IOCTL_PMM_MAP,
+    IOCTL_PROCESSES, IOCTL_TOPOLOGY,
 };
 
 /// An open `/dev/nvrs`.
@@ -64,6 +64,16 @@ impl Device {
             ..Default::default()
         };
         self.ioctl(IOCTL_GPU_STATS, &mut a)?;
+        Ok(a)
+    }
+
+    /// The GPU's PCIe traffic counters (`NVRS_IOCTL_GPU_PCIE`).
+    pub fn gpu_pcie(&self, index: u32) -> io::Result<GpuPcie> {
+        let mut a = GpuPcie {
+            index,
+            ..Default::default()
+        };
+        self.ioctl(IOCTL_GPU_PCIE, &mut a)?;
         Ok(a)
     }
 

@@ -26,6 +26,9 @@ fn bad_arguments_give_one_line_and_status_2() {
         &["--query-gpu=nosuch", "--format=csv", "--snapshot", FIXTURE],
         &["--query-gpu=index", "--format=xml", "--snapshot", FIXTURE],
         &["--format=csv", "--snapshot", FIXTURE],
+        &["dmon", "-s", "x", "--snapshot", FIXTURE],
+        &["dmon", "-s", "", "--snapshot", FIXTURE],
+        &["dmon", "--format", "xml", "--snapshot", FIXTURE],
     ] {
         let (code, out, err) = smi(args);
         assert_eq!(code, 2, "{args:?}: {err}");
@@ -87,4 +90,64 @@ fn svg_file_is_written() {
     let svg = std::fs::read_to_string(&path).unwrap();
     assert!(svg.starts_with("<svg"));
     std::fs::remove_file(path).unwrap();
+}
+
+#[test]
+fn dmon_prints_a_row_per_gpu_and_interval() {
+    // Two samples of a recorded snapshot, no wait: rates are zero, levels as recorded.
+    let (code, out, err) = smi(&["dmon", "-c", "2", "-d", "0", "--snapshot", FIXTURE]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2 + 2 * 2, "{out}");
+    assert!(
+        lines[0].starts_with("# gpu") && lines[0].contains("rxpci"),
+        "{out}"
+    );
+    assert!(
+        lines[1].starts_with("# Idx") && lines[1].contains("MB/s"),
+        "{out}"
+    );
+    // GPU 0 of the fixture has one pin; its snapshot has no PCIe counters ("-").
+    let row: Vec<&str> = lines[2].split_whitespace().collect();
+    assert_eq!(row[..3], ["0", "-", "-"], "{out}");
+    assert_eq!(row[5], "1", "{out}");
+    let (code, out, _) = smi(&[
+        "dmon",
+        "-c",
+        "1",
+        "-d",
+        "0",
+        "-s",
+        "p",
+        "--format",
+        "csv",
+        "-i",
+        "1",
+        "--snapshot",
+        FIXTURE,
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        out,
+        "#gpu, pins, maps, dmabuf, p2pdma\n#Idx, #, #, #, MiB\n1, 0, 0, 0, 0\n"
+    );
+    let (code, out, _) = smi(&[
+        "dmon",
+        "-c",
+        "1",
+        "-d",
+        "0",
+        "--json",
+        "--snapshot",
+        FIXTURE,
+    ]);
+    assert_eq!(code, 0);
+    let rows: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    assert_eq!(rows[0]["gpu"], 0);
+    assert_eq!(rows[0]["pins_count"], 1.0);
+    assert!(rows[0]["rxpci_mbps"].is_null());
 }
