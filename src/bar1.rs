@@ -141,11 +141,13 @@ impl Regs<'_, '_> {
         Ok(NV_PRAMIN + usize::try_from(addr - base)?)
     }
 
+    /// Writes an entry high word first: the valid and aperture bits are in the low word, so a
+    /// write that fails half-way never leaves a valid entry behind.
     fn write64(&self, st: &mut State, addr: u64, v: u64) -> Result {
-        let lo = self.pramin(st, addr)?;
-        self.bar0.try_write32(u32::try_from(v & 0xffff_ffff)?, lo)?;
         let hi = self.pramin(st, addr + 4)?;
-        self.bar0.try_write32(u32::try_from(v >> 32)?, hi)
+        self.bar0.try_write32(u32::try_from(v >> 32)?, hi)?;
+        let lo = self.pramin(st, addr)?;
+        self.bar0.try_write32(u32::try_from(v & 0xffff_ffff)?, lo)
     }
 
     fn read32(&self, st: &mut State, addr: u64) -> Result<u32> {
@@ -292,6 +294,10 @@ impl Bar1Space {
         self.with_regs(|regs, st| {
             let start = slots::find_free(&st.slots, nslots, pages.len()).ok_or(ENOMEM)?;
             let va = BIG_PAGE * u64::try_from(start)?;
+            // Marked before anything is written: a run with live entries is never free.
+            if !slots::mark(&mut st.slots, nslots, start, pages.len(), true) {
+                return Err(EINVAL);
+            }
             let mut written = 0;
             let mut result = Ok(());
             for (i, &page) in (0u64..).zip(pages) {
@@ -307,16 +313,12 @@ impl Bar1Space {
             }
             let result = result.and_then(|()| regs.flush_and_invalidate(self.layout.pdb()));
             if let Err(e) = result {
-                // Best effort: the run stays free only if its entries are cleared and the TLB
-                // forgot them; otherwise it stays marked, never handed out again.
-                let cleared = self.clear(regs, st, va, written);
-                if cleared.is_err() {
-                    slots::mark(&mut st.slots, nslots, start, pages.len(), true);
+                // The run is freed only if its entries are cleared and the TLB forgot them;
+                // otherwise it stays marked, never handed out again.
+                if self.clear(regs, st, va, written).is_ok() {
+                    slots::mark(&mut st.slots, nslots, start, pages.len(), false);
                 }
                 return Err(e);
-            }
-            if !slots::mark(&mut st.slots, nslots, start, pages.len(), true) {
-                return Err(EINVAL);
             }
             Ok(va)
         })
@@ -359,6 +361,10 @@ impl Bar1Space {
     pub(crate) fn counters(&self) -> Result<Counters> {
         self.with_regs(|regs, _| {
             let b = regs.bar0;
+            // A GPU that fell off the bus reads all-ones until the mapping is revoked.
+            if b.try_read32(MODEL_ID)? != MODEL_ID_VALUE {
+                return Err(ENODEV);
+            }
             let wide = |lo: usize| -> Result<u64> {
                 let l = b.try_read32(lo)?;
                 Ok(u64::from(l) | (u64::from(b.try_read32(lo + 4)?) << 32))
@@ -399,7 +405,11 @@ pub(crate) fn self_test(
     space: &Bar1Space,
     bar1: u32,
 ) -> Result<SelfTest> {
-    let page = space.layout().instance_block() - BIG_PAGE;
+    let page = space
+        .layout()
+        .instance_block()
+        .checked_sub(BIG_PAGE)
+        .ok_or(ENODEV)?;
     let io = pdev.iomap_region_sized::<0x1000>(bar1, c"nvrs/bar1-selftest")?;
     let old = space.read_vram(page)?;
     space.write_vram(page, SELF_TEST_WORD)?;

@@ -95,6 +95,7 @@ EOF
 			"$(( ${tx1:-0} - ${tx0:-0} ))"
 		check "$bdf: nvrs-smi read the counters (not empty)" test -n "$tx0"
 		nvrs-smi dmon -c 1 -d 1 -s t --format csv -i $bdf >/tmp/dmon.txt 2>&1
+		expect_eq "$bdf: nvrs-smi dmon -c 1 exit status" 0 $?
 		expect_eq "$bdf: dmon -s t prints its two header lines" "#gpu, rxpci, txpci|#Idx, MB/s, MB/s|" \
 			"$(head -n 2 /tmp/dmon.txt | tr '\n' '|')"
 		expect_eq "$bdf: dmon -c 1 prints one row" 3 "$(wc -l </tmp/dmon.txt)"
@@ -112,6 +113,19 @@ EOF
 	fi
 	i=$((i + 1))
 done
+# An unbound GPU leaves its index free: nvrs-smi must still read the others
+# (it stopped at the first free index and exited 9).
+set -- $NVRS_MODEL_GPUS
+if [ $# -ge 2 ]; then
+	dev0=$(echo "$1" | cut -d: -f4)
+	bdf0=$(pci_functions 0x10de 0x$dev0 | head -n1)
+	check "unbind $bdf0 from nvrs" sh -c "echo $bdf0 >/sys/bus/pci/drivers/nvrs/unbind"
+	nvrs-smi --json >/tmp/smi-sparse.json 2>/tmp/smi-sparse.err
+	expect_eq "nvrs-smi with GPU index 0 free: exit status" 0 $?
+	expect_eq "nvrs-smi with GPU index 0 free: the other GPU listed" "$(($# - 1))" \
+		"$(grep -c '"bus_id"' /tmp/smi-sparse.json)"
+	while IFS= read -r l; do diag "  $l"; done </tmp/smi-sparse.err
+fi
 check "rmmod nvrs" rmmod nvrs
 # Levels 0-4 (emergency to warning), from the raw log's priority prefixes.
 check "the raw kernel log has nvrs's lines" sh -c 'dmesg -r | grep -q "^<[0-9]>.*nvrs"'

@@ -35,12 +35,19 @@ struct Column {
     value: fn(&Gpu, &Gpu, f64) -> Option<f64>,
 }
 
-fn rate(now: u64, then: u64, dt: f64) -> f64 {
-    if dt > 0.0 {
-        now.wrapping_sub(then) as f64 / dt / 1e6
+/// MB/s between two readings of a byte counter; `None` if it went back (the GPU was reset).
+fn rate(now: u64, then: u64, dt: f64) -> Option<f64> {
+    let bytes = now.checked_sub(then)?;
+    Some(if dt > 0.0 {
+        bytes as f64 / dt / 1e6
     } else {
         0.0
-    }
+    })
+}
+
+/// The growth of a count; `None` if it went back.
+fn grew(now: u64, then: u64) -> Option<f64> {
+    now.checked_sub(then).map(|d| d as f64)
 }
 
 fn columns(group: char) -> &'static [Column] {
@@ -49,12 +56,12 @@ fn columns(group: char) -> &'static [Column] {
             Column {
                 name: "rxpci",
                 unit: "MB/s",
-                value: |g, p, dt| Some(rate(g.pcie?.bar1_rx, p.pcie?.bar1_rx, dt)),
+                value: |g, p, dt| rate(g.pcie?.bar1_rx, p.pcie?.bar1_rx, dt),
             },
             Column {
                 name: "txpci",
                 unit: "MB/s",
-                value: |g, p, dt| Some(rate(g.pcie?.bar1_tx, p.pcie?.bar1_tx, dt)),
+                value: |g, p, dt| rate(g.pcie?.bar1_tx, p.pcie?.bar1_tx, dt),
             },
         ],
         'm' => &[
@@ -98,14 +105,12 @@ fn columns(group: char) -> &'static [Column] {
             Column {
                 name: "cmpct",
                 unit: "#",
-                value: |g, p, _| Some(g.pmm.compactions.wrapping_sub(p.pmm.compactions) as f64),
+                value: |g, p, _| grew(g.pmm.compactions, p.pmm.compactions),
             },
             Column {
                 name: "moved",
                 unit: "MiB",
-                value: |g, p, _| {
-                    Some(g.pmm.compacted_bytes.wrapping_sub(p.pmm.compacted_bytes) as f64 / MIB)
-                },
+                value: |g, p, _| Some(grew(g.pmm.compacted_bytes, p.pmm.compacted_bytes)? / MIB),
             },
         ],
         _ => &[],
@@ -173,21 +178,24 @@ fn cell(v: Option<f64>) -> String {
     }
 }
 
-/// One row per GPU of `now` (those `ids` selects), against the same GPU in `then`.
+/// One row per GPU of `now` that `ids` selects (by PCI bus id: an index is reused once its GPU
+/// is unbound), against the same GPU in `then`; `None` when none of them is left.
 fn rows(
     cols: &[&Column],
     then: &Snapshot,
     now: &Snapshot,
-    ids: &[u32],
+    ids: &[String],
     dt: f64,
     format: Format,
-) -> String {
+) -> Option<String> {
     let mut out = String::new();
-    for g in now.gpus.iter().filter(|g| ids.contains(&g.index)) {
+    let mut any = false;
+    for g in now.gpus.iter().filter(|g| ids.contains(&g.bus_id)) {
+        any = true;
         let Some(p) = then
             .gpus
             .iter()
-            .find(|p| p.index == g.index && p.uuid == g.uuid)
+            .find(|p| p.bus_id == g.bus_id && p.uuid == g.uuid)
         else {
             continue;
         };
@@ -214,48 +222,60 @@ fn rows(
                         _ => "count",
                     };
                     let key = format!("{}_{unit}", c.name);
-                    m.insert(
-                        key,
-                        v.map_or(serde_json::Value::Null, serde_json::Value::from),
-                    );
+                    let value = match v {
+                        None => serde_json::Value::Null,
+                        Some(x) if c.unit == "#" => serde_json::Value::from(*x as u64),
+                        Some(x) => serde_json::Value::from(*x),
+                    };
+                    m.insert(key, value);
                 }
                 let _ = writeln!(out, "{}", serde_json::Value::Object(m));
             }
         }
     }
-    out
+    any.then_some(out)
 }
 
+/// Why the monitor stopped: the exit status and a message.
+pub type Stop = (u8, String);
+
 /// Prints the header, then `count` samples (0: until killed) `delay` apart, reading a new
-/// snapshot with `load` each time. Rows are flushed as they are printed.
+/// snapshot with `load` each time, for the GPUs whose bus ids are `ids`. Rows are flushed as
+/// they are printed. Stops with status 6 once none of the GPUs is left, 9 when a snapshot
+/// cannot be read, 1 when stdout fails (a closed pipe ends it quietly, status 0).
 pub fn run(
     groups: &str,
     delay: Duration,
     count: u32,
-    ids: &[u32],
+    ids: &[String],
     format: Format,
     mut load: impl FnMut() -> Result<Snapshot, String>,
-) -> Result<(), String> {
-    let cols = parse_groups(groups).map_err(|_| check(groups).unwrap_err())?;
+) -> Result<(), Stop> {
+    let cols = parse_groups(groups).map_err(|_| (2, check(groups).unwrap_err()))?;
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(header(&cols, format).as_bytes());
-    let mut then = load()?;
+    let mut put = |text: &str| -> Result<bool, Stop> {
+        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+            Err(e) => Err((1, format!("writing the rows: {e}"))),
+        }
+    };
+    if !put(&header(&cols, format))? {
+        return Ok(());
+    }
+    let mut then = load().map_err(|e| (9, e))?;
     let mut at = Instant::now();
     let mut n = 0;
     while count == 0 || n < count {
         std::thread::sleep(delay);
-        let now = load()?;
+        let now = load().map_err(|e| (9, e))?;
         let t = Instant::now();
-        let text = rows(
-            &cols,
-            &then,
-            &now,
-            ids,
-            t.duration_since(at).as_secs_f64(),
-            format,
-        );
-        out.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
-        out.flush().map_err(|e| e.to_string())?;
+        let dt = t.duration_since(at).as_secs_f64();
+        let text = rows(&cols, &then, &now, ids, dt, format)
+            .ok_or((6, "the selected GPUs are gone".to_string()))?;
+        if !put(&text)? {
+            return Ok(());
+        }
         (then, at) = (now, t);
         n += 1;
     }

@@ -167,17 +167,32 @@ fn monitor(
     format: Option<&str>,
 ) -> Result<(), Fail> {
     dmon::check(groups).map_err(|e| Fail(2, e))?;
+    if cli.query || cli.query_gpu.is_some() || cli.format.is_some() {
+        return Err(Fail(
+            2,
+            "dmon takes its own --format, and neither -q nor --query-gpu".into(),
+        ));
+    }
     let format = match (format, cli.json) {
+        (Some(f), _) if f != "csv" => {
+            return Err(Fail(2, format!("--format=\"{f}\" is not valid (csv)")))
+        }
         (_, true) => dmon::Format::Json,
         (None, false) => dmon::Format::Table,
-        (Some("csv"), false) => dmon::Format::Csv,
-        (Some(f), false) => return Err(Fail(2, format!("--format=\"{f}\" is not valid (csv)"))),
+        (Some(_), false) => dmon::Format::Csv,
     };
+    // A recorded snapshot does not change; the device is not read in a busy loop.
+    if delay == 0 && cli.snapshot.is_none() {
+        return Err(Fail(2, "-d must be at least 1 second".into()));
+    }
     let first = load(cli, false)?;
-    let ids: Vec<u32> = select(&first, cli.id.as_deref())?
+    let ids: Vec<String> = select(&first, cli.id.as_deref())?
         .iter()
-        .map(|g| g.index)
+        .map(|g| g.bus_id.clone())
         .collect();
+    if ids.is_empty() {
+        return Err(Fail(6, "no GPU to monitor".into()));
+    }
     dmon::run(
         groups,
         std::time::Duration::from_secs(delay),
@@ -186,7 +201,7 @@ fn monitor(
         format,
         || load(cli, false).map_err(|Fail(_, m)| m),
     )
-    .map_err(|m| Fail(9, m))
+    .map_err(|(code, m)| Fail(code, m))
 }
 
 fn json(v: &impl serde::Serialize) -> String {

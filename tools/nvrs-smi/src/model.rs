@@ -200,11 +200,23 @@ fn process_name(pid: i32) -> String {
         .unwrap_or_else(|_| "-".into())
 }
 
+/// The highest GPU index `collect` looks at, plus one.
+const MAX_INDEX: u32 = 256;
+
 /// Reads a snapshot from `dev`; with `roots`, the memory maps too.
 pub fn collect(dev: &Device, roots: bool) -> std::io::Result<Snapshot> {
     let mut gpus = Vec::new();
-    for i in 0..dev.gpu_count()? {
-        let info = dev.gpu_info(i)?;
+    // Indices are not dense: an unbound GPU leaves its index free (ENODEV) until a new one
+    // takes it. nvrs binds at most 32 emulated GPUs and a machine has no more real ones.
+    let count = dev.gpu_count()? as usize;
+    for i in 0..MAX_INDEX {
+        if gpus.len() == count {
+            break;
+        }
+        let info = match dev.gpu_info(i) {
+            Err(e) if e.raw_os_error() == Some(libc::ENODEV) => continue,
+            r => r?,
+        };
         let st = dev.gpu_stats(i)?;
         // Later versions only add fields in place of reserved ones.
         if st.version < uapi::STATS_VERSION {

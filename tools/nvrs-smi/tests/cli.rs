@@ -29,6 +29,10 @@ fn bad_arguments_give_one_line_and_status_2() {
         &["dmon", "-s", "x", "--snapshot", FIXTURE],
         &["dmon", "-s", "", "--snapshot", FIXTURE],
         &["dmon", "--format", "xml", "--snapshot", FIXTURE],
+        &["--json", "dmon", "--format", "xml", "--snapshot", FIXTURE],
+        &["-q", "dmon", "--snapshot", FIXTURE],
+        // The device is never polled without a pause.
+        &["dmon", "-d", "0"],
     ] {
         let (code, out, err) = smi(args);
         assert_eq!(code, 2, "{args:?}: {err}");
@@ -148,6 +152,6 @@ fn dmon_prints_a_row_per_gpu_and_interval() {
         .collect();
     assert_eq!(rows.len(), 2, "{out}");
     assert_eq!(rows[0]["gpu"], 0);
-    assert_eq!(rows[0]["pins_count"], 1.0);
+    assert_eq!(rows[0]["pins_count"], 1);
     assert!(rows[0]["rxpci_mbps"].is_null());
 }
