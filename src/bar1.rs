@@ -144,10 +144,13 @@ impl Regs<'_, '_> {
     /// Writes an entry high word first: the valid and aperture bits are in the low word, so a
     /// write that fails half-way never leaves a valid entry behind.
     fn write64(&self, st: &mut State, addr: u64, v: u64) -> Result {
-        let hi = self.pramin(st, addr + 4)?;
-        self.bar0.try_write32(u32::try_from(v >> 32)?, hi)?;
-        let lo = self.pramin(st, addr)?;
-        self.bar0.try_write32(u32::try_from(v & 0xffff_ffff)?, lo)
+        self.write32(st, addr + 4, u32::try_from(v >> 32)?)?;
+        self.write32(st, addr, u32::try_from(v & 0xffff_ffff)?)
+    }
+
+    fn write32(&self, st: &mut State, addr: u64, v: u32) -> Result {
+        let off = self.pramin(st, addr)?;
+        self.bar0.try_write32(v, off)
     }
 
     fn read32(&self, st: &mut State, addr: u64) -> Result<u32> {
@@ -264,7 +267,7 @@ impl Bar1Space {
     /// Bytes of BAR1 mapped now.
     pub(crate) fn mapped(&self) -> u64 {
         let st = self.state.lock();
-        let n = slots::used(&st.slots, st.slots.len() * 64);
+        let n = slots::used(&st.slots, self.slots());
         BIG_PAGE * n as u64
     }
 
@@ -290,7 +293,7 @@ impl Bar1Space {
         if pages.is_empty() || pages.iter().any(|&p| p % BIG_PAGE != 0 || outside(p)) {
             return Err(EINVAL);
         }
-        let nslots = usize::try_from(self.layout.size() / BIG_PAGE)?;
+        let nslots = self.slots();
         self.with_regs(|regs, st| {
             let start = slots::find_free(&st.slots, nslots, pages.len()).ok_or(ENOMEM)?;
             let va = BIG_PAGE * u64::try_from(start)?;
@@ -333,7 +336,7 @@ impl Bar1Space {
             return Err(EINVAL);
         }
         let start = usize::try_from(va / BIG_PAGE)?;
-        let nslots = usize::try_from(self.layout.size() / BIG_PAGE)?;
+        let nslots = self.slots();
         self.with_regs(|regs, st| {
             let end = start.checked_add(n).ok_or(EINVAL)?;
             if n == 0 || end > nslots || slots::used_in(&st.slots, start, n) != n {
@@ -385,10 +388,13 @@ impl Bar1Space {
 
     /// Writes a 32-bit word of VRAM through PRAMIN.
     fn write_vram(&self, addr: u64, v: u32) -> Result {
-        self.with_regs(|regs, st| {
-            let off = regs.pramin(st, addr)?;
-            regs.bar0.try_write32(v, off)
-        })
+        self.with_regs(|regs, st| regs.write32(st, addr, v))
+    }
+
+    /// BAR1's 64 KiB slots.
+    fn slots(&self) -> usize {
+        // BAR1 is at most 4 GiB: 65536 slots.
+        (self.layout.size() / BIG_PAGE) as usize
     }
 }
 

@@ -90,9 +90,7 @@ demo "  nvrs unloaded; debugfs entries left: $(ls /sys/kernel/debug/nvrs 2>/dev/
 # smaller than its memory, translated through page tables.
 set -- $NVRS_MODEL_GPUS
 if [ $# -gt 0 ]; then
-	IFS=: read -r chip boot0 boot42 dev vram bar1 mmu <<EOF
-$1
-EOF
+	model_fields "$1"
 	bdf=$(pci_functions 0x10de 0x$dev | head -n1)
 	demo "== The GPU model: $bdf, 10de:$dev ($chip), $vram MiB of VRAM behind a $bar1 MiB BAR1 =="
 	dmesg_mark

@@ -55,6 +55,14 @@ pci_functions() {
 	done
 }
 
+# model_fields SPEC: sets chip boot0 boot42 dev vram bar1 mmu from one entry of
+# $NVRS_MODEL_GPUS (CHIP:BOOT0:BOOT42:DEVICE:VRAM_MIB:BAR1_MIB:MMU, tests/vm/run.py).
+model_fields() {
+	IFS=: read -r chip boot0 boot42 dev vram bar1 mmu <<EOF
+$1
+EOF
+}
+
 # Functions bound to the nvrs driver.
 nvrs_bound() {
 	ls /sys/bus/pci/drivers/nvrs 2>/dev/null | grep '^0000:' || true

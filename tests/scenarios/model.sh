@@ -30,9 +30,7 @@ set -- $NVRS_MODEL_GPUS
 expect_eq "the runner described GPU models" yes "$([ $# -gt 0 ] && echo yes || echo no)"
 i=0
 for spec in "$@"; do
-	IFS=: read -r chip boot0 boot42 dev vram bar1 mmu <<EOF
-$spec
-EOF
+	model_fields "$spec"
 	bdfs=$(pci_functions 0x10de 0x$dev)
 	# Models are described in bus order; two of one chip would be ambiguous.
 	expect_eq "model $i ($chip): one NVIDIA function 10de:$dev" 1 "$(echo "$bdfs" | grep -c .)"
@@ -60,9 +58,7 @@ dmesg_mark
 check "insmod nvrs bind_nvidia=1" insmod $M/nvrs.ko bind_nvidia=1
 i=0
 for spec in "$@"; do
-	IFS=: read -r chip boot0 boot42 dev vram bar1 mmu <<EOF
-$spec
-EOF
+	model_fields "$spec"
 	bdf=$(pci_functions 0x10de 0x$dev | head -n1)
 	if [ -z "$bdf" ]; then
 		not_ok "model $i ($chip): no function 10de:$dev to bind"
@@ -117,8 +113,8 @@ done
 # (it stopped at the first free index and exited 9).
 set -- $NVRS_MODEL_GPUS
 if [ $# -ge 2 ]; then
-	dev0=$(echo "$1" | cut -d: -f4)
-	bdf0=$(pci_functions 0x10de 0x$dev0 | head -n1)
+	model_fields "$1"
+	bdf0=$(pci_functions 0x10de 0x$dev | head -n1)
 	check "unbind $bdf0 from nvrs" sh -c "echo $bdf0 >/sys/bus/pci/drivers/nvrs/unbind"
 	nvrs-smi --json >/tmp/smi-sparse.json 2>/tmp/smi-sparse.err
 	expect_eq "nvrs-smi with GPU index 0 free: exit status" 0 $?

@@ -134,18 +134,6 @@ def walk_file(path, inst, version, stats=None):
     return pages
 
 
-def runs(pages):
-    """Coalesces (va, pa, size, ro) pages into runs contiguous in both VA and PA."""
-    out = []
-    for va, pa, size, ro in sorted(pages):
-        if out and out[-1][3] == ro and out[-1][0] + out[-1][2] == va \
-                and out[-1][1] + out[-1][2] == pa:
-            out[-1] = (out[-1][0], out[-1][1], out[-1][2] + size, ro)
-        else:
-            out.append((va, pa, size, ro))
-    return out
-
-
 if __name__ == "__main__":
     # gmmu.py FILE INSTANCE_BLOCK VERSION: prints every mapped page as "VA PA SIZE rw|ro";
     # exit status 1 on a table the walk cannot read.

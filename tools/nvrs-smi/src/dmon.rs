@@ -117,16 +117,18 @@ fn columns(group: char) -> &'static [Column] {
     }
 }
 
-/// The columns of `-s GROUPS`, or the letter that is not a group.
-fn parse_groups(s: &str) -> Result<Vec<&'static Column>, char> {
+/// The columns of `-s GROUPS`, or why it is not valid (the message for exit status 2).
+fn parse_groups(s: &str) -> Result<Vec<&'static Column>, String> {
     let mut out = Vec::new();
     for g in GROUPS.chars().filter(|g| s.contains(*g)) {
         out.extend(columns(g));
     }
     match s.chars().find(|c| !GROUPS.contains(*c)) {
-        Some(c) => Err(c),
-        None if out.is_empty() => Err(' '),
-        None => Ok(out),
+        None if !out.is_empty() => Ok(out),
+        c => Err(format!(
+            "-s \"{s}\": '{}' is not a metric group (groups: {GROUPS})",
+            c.unwrap_or(' ')
+        )),
     }
 }
 
@@ -140,9 +142,7 @@ pub enum Format {
 
 /// Checks `-s`; the error is the message for exit status 2.
 pub fn check(groups: &str) -> Result<(), String> {
-    parse_groups(groups)
-        .map(|_| ())
-        .map_err(|c| format!("-s \"{groups}\": '{c}' is not a metric group (groups: {GROUPS})"))
+    parse_groups(groups).map(|_| ())
 }
 
 fn header(cols: &[&Column], format: Format) -> String {
@@ -251,7 +251,7 @@ pub fn run(
     format: Format,
     mut load: impl FnMut() -> Result<Snapshot, String>,
 ) -> Result<(), Stop> {
-    let cols = parse_groups(groups).map_err(|_| (2, check(groups).unwrap_err()))?;
+    let cols = parse_groups(groups).map_err(|e| (2, e))?;
     let mut out = std::io::stdout().lock();
     let mut put = |text: &str| -> Result<bool, Stop> {
         match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
