@@ -301,7 +301,7 @@ impl NvrsDriver {
         // Releases blocked in a consumer's free callback are waited for at most
         // `REMOVAL_WAIT` in all (see `FbMemory::wait_idle`).
         let since = Instant::<Monotonic>::now();
-        let first = mem.set_gone_and_wait(since);
+        mem.set_gone_and_wait(since);
         crate::testhook::delay(crate::testhook::Point::RemovalWalk);
         // The block layer's hold on the struct pages of every allocation released here is
         // waited for until one deadline, not one per allocation.
@@ -311,24 +311,22 @@ impl NvrsDriver {
         // first: until then their user mappings may still reach the aperture, and their
         // struct pages be read. Waited for even if the first wait gave up: a release that
         // started since then is not blocked on a consumer.
-        let second = mem.wait_idle(since);
+        mem.wait_idle(since);
         // The pins left: revoked in work items and waited for, within the same bound.
-        let idle = crate::p2p::pin::drain_gpu(mem, since) && first && second;
-        let (stuck_pins, holder) = if idle {
-            (0, None)
-        } else {
-            crate::p2p::pin::stuck_on(mem)
-        };
-        if let Some(h) = holder {
-            dev_warn!(
-                pdev,
-                "gave up after {} ms on {} free callbacks, first of pin va {:#x} len {:#x} pid {}; its memory stays retired until the callback returns\n",
-                crate::mem::fb::REMOVAL_WAIT.as_millis(),
-                stuck_pins,
-                h.va,
-                h.len,
-                h.pid
-            );
+        let stuck = crate::p2p::pin::drain_gpu(mem, since);
+        if let Some(stuck) = &stuck {
+            crate::testhook::delay(crate::testhook::Point::RemovalReport);
+            if let Some(h) = &stuck.first {
+                dev_warn!(
+                    pdev,
+                    "gave up after {} ms on {} free callbacks, first of pin va {:#x} len {:#x} pid {}; its memory stays retired until the callback returns\n",
+                    crate::mem::fb::REMOVAL_WAIT.as_millis(),
+                    stuck.count,
+                    h.va,
+                    h.len,
+                    h.pid
+                );
+            }
         }
         let mappings = crate::dmabuf::revoke_gpu(mem);
         if mappings != 0 {
@@ -338,6 +336,7 @@ impl NvrsDriver {
                 mappings
             );
         }
+        let stuck_pins = stuck.map_or(0, |s| s.count);
         let pins = crate::p2p::pin::count_on(mem)
             .saturating_sub(usize::try_from(stuck_pins).unwrap_or(usize::MAX));
         if pins != 0 {

@@ -154,7 +154,9 @@ nvrs_module! {
             4 = an exited owner's release in the exit work, 8 = GPU removal before it walks the \
             allocations, 16 = a release before it drops its struct pages, 32 = a P2PDMA \
             allocation after its scrub, 64 = a release after it put its struct pages, before \
-            it waits for them to be free); 0 = none",
+            it waits for them to be free, 128 = a pin's revocation before it calls the free \
+            callback, 256 = GPU removal before it reports the pins it gave up on, for half the \
+            time); 0 = none",
     },
     test_delay_ms: u32 {
         default: 0,

@@ -51,6 +51,13 @@ pub(crate) enum Point {
     /// The release of an allocation made of struct pages, after it put its references on the
     /// pages and before it waits for them to be free.
     PagesPut = 1 << 6,
+    /// A pin's revocation, after it claimed the pin and before it calls the consumer's free
+    /// callback.
+    RevokeClaimed = 1 << 7,
+    /// GPU removal, after it gave up waiting for pins and before it reports them. Sleeps half
+    /// of `test_delay_ms`, so that with [`Point::RevokeClaimed`] removal reports while a
+    /// revocation it gave up on is inside that point's window.
+    RemovalReport = 1 << 8,
 }
 
 impl Point {
@@ -64,6 +71,8 @@ impl Point {
             Point::PageDrop => "page-drop",
             Point::CreateScrub => "create-scrub",
             Point::PagesPut => "pages-put",
+            Point::RevokeClaimed => "revoke-claimed",
+            Point::RemovalReport => "removal-report",
         }
     }
 }
@@ -75,7 +84,11 @@ pub(crate) fn delay(at: Point) {
     if points & (at as u32) == 0 || ms == 0 {
         return;
     }
-    let ms = ms.min(MAX_DELAY_MS);
+    let ms = match at {
+        Point::RemovalReport => ms / 2,
+        _ => ms,
+    }
+    .min(MAX_DELAY_MS);
     pr_info!("test delay: {} ms at {}\n", ms, at.name());
     fsleep(Delta::from_millis(i64::from(ms)));
 }

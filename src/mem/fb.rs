@@ -350,8 +350,8 @@ impl FbMemory {
 
     /// Marks the GPU as going away and waits until no operation is in flight ([`Self::enter`]):
     /// from then on none can start, so the teardown's walks see everything there is. Gives up
-    /// as [`Self::wait_idle`] does; false then.
-    pub(crate) fn set_gone_and_wait(&self, since: Instant<Monotonic>) -> bool {
+    /// as [`Self::wait_idle`] does.
+    pub(crate) fn set_gone_and_wait(&self, since: Instant<Monotonic>) {
         {
             let _busy = self.busy.lock();
             self.gone.store(true, Release);
@@ -361,7 +361,7 @@ impl FbMemory {
 
     /// Waits until no operation is in flight: GPU removal, after it walked the GPU's
     /// allocations, for the releases of allocations others took out of their VA spaces
-    /// ([`Self::begin_release`]). Gives up (returns false) once [`REMOVAL_WAIT`] has passed
+    /// ([`Self::begin_release`]). Gives up once [`REMOVAL_WAIT`] has passed
     /// since `since` and every operation still in flight is a release revoking a pin, waiting
     /// for a consumer's free callback ([`InFlight::revoking`]). Such a release touches the
     /// aperture no more once it goes on ([`Self::enter`] refuses it, so its memory goes back
@@ -369,15 +369,14 @@ impl FbMemory {
     /// (allocating, scrubbing, a release that has not reached its pins or is waiting for the
     /// block layer to let go of its struct pages) is always waited for. Callbacks that run for
     /// no operation of the GPU's (a fault control's revocation) do not count. Sleeps with the
-    /// lock released (the wait is not interruptible).
-    pub(crate) fn wait_idle(&self, since: Instant<Monotonic>) -> bool {
+    /// lock released (the wait is not interruptible). What it gave up on is reported by the
+    /// pins' drain ([`crate::p2p::pin::drain_gpu`]): each release given up on is in the free
+    /// callback of one of their pins.
+    pub(crate) fn wait_idle(&self, since: Instant<Monotonic>) {
         let mut busy = self.busy.lock();
         loop {
-            if busy.ops == 0 {
-                return true;
-            }
-            if since.elapsed() >= REMOVAL_WAIT && busy.revoking >= busy.ops {
-                return false;
+            if busy.ops == 0 || (since.elapsed() >= REMOVAL_WAIT && busy.revoking >= busy.ops) {
+                return;
             }
             busy = wait_slice(&self.idle, &self.busy, busy);
         }

@@ -287,7 +287,7 @@ pub(crate) fn lookup(key: usize) -> Option<PinEntry> {
 }
 
 /// Ends or disarms every pin on the memory of `mem`, whose GPU is going away, and waits for
-/// them; never allocates. Returns false if it gave up waiting (see below).
+/// them; never allocates. Returns what it gave up waiting for (see below), `None` if nothing.
 ///
 /// Called by GPU removal after it released the GPU's allocations
 /// ([`crate::mem::allocation::release_gpu`] leaves their pins here). A persistent pin loses its DMA mappings (the aperture is going away)
@@ -299,8 +299,10 @@ pub(crate) fn lookup(key: usize) -> Option<PinEntry> {
 /// callback that has not returned, or a revocation queued behind such callbacks (the queue runs
 /// a bounded number of work items at once, [`P2pPin::waits_on_consumer`]). Those pins end when
 /// the callbacks return; until then their memory keeps the manager retired (the caller names
-/// them, [`stuck_on`]).
-pub(crate) fn drain_gpu(mem: &FbMemory, since: Instant<Monotonic>) -> bool {
+/// them). What it gave up on is counted in the same look that decided to give up: a pin's
+/// revocation may leave the queue for its callback at any time, so a second look could miss
+/// it.
+pub(crate) fn drain_gpu(mem: &FbMemory, since: Instant<Monotonic>) -> Option<StuckPins> {
     loop {
         let next = PINS
             .lock()
@@ -321,7 +323,10 @@ pub(crate) fn drain_gpu(mem: &FbMemory, since: Instant<Monotonic>) -> bool {
         // Read before looking at the pins: a pin ending after the look changes it.
         let seen = mem.pin_ends();
         let mut pending = 0u32;
-        let mut stuck = 0u32;
+        let mut stuck = StuckPins {
+            count: 0,
+            first: None,
+        };
         let mut unqueued = None;
         {
             let reg = PINS.lock();
@@ -337,7 +342,12 @@ pub(crate) fn drain_gpu(mem: &FbMemory, since: Instant<Monotonic>) -> bool {
                 }
                 pending = pending.saturating_add(1);
                 if p.waits_on_consumer() {
-                    stuck = stuck.saturating_add(1);
+                    stuck.count = stuck.count.saturating_add(1);
+                    stuck.first.get_or_insert(StuckPin {
+                        va: p.req.va,
+                        len: p.req.len,
+                        pid: p.alloc.tgid,
+                    });
                 }
             }
         }
@@ -348,10 +358,10 @@ pub(crate) fn drain_gpu(mem: &FbMemory, since: Instant<Monotonic>) -> bool {
             continue;
         }
         if pending == 0 {
-            return true;
+            return None;
         }
-        if since.elapsed() >= REMOVAL_WAIT && stuck >= pending {
-            return false;
+        if since.elapsed() >= REMOVAL_WAIT && stuck.count >= pending {
+            return Some(stuck);
         }
         mem.wait_for_pin_end(seen);
     }
@@ -443,20 +453,10 @@ pub(crate) struct StuckPin {
     pub(crate) pid: kernel::task::Pid,
 }
 
-/// The pins on the memory of `mem` that wait on a consumer ([`P2pPin::waits_on_consumer`]),
-/// and the first of them.
-pub(crate) fn stuck_on(mem: &FbMemory) -> (u32, Option<StuckPin>) {
-    let reg = PINS.lock();
-    let mut out = (0u32, None);
-    for p in reg.all().filter(|p| p.on(mem) && p.waits_on_consumer()) {
-        out.0 = out.0.saturating_add(1);
-        out.1.get_or_insert(StuckPin {
-            va: p.req.va,
-            len: p.req.len,
-            pid: p.alloc.tgid,
-        });
-    }
-    out
+/// The pins GPU removal gave up on ([`drain_gpu`]): how many, and the first of them.
+pub(crate) struct StuckPins {
+    pub(crate) count: u32,
+    pub(crate) first: Option<StuckPin>,
 }
 
 /// Pins on the memory of `mem`, the bytes they pin and their DMA mappings.
@@ -808,6 +808,7 @@ impl PinEntry {
             self.wait_dead();
             return;
         }
+        crate::testhook::delay(crate::testhook::Point::RevokeClaimed);
         // The consumer keeps the table after its callback and puts it later: its address stays
         // reserved until then (allocated here, with no lock held).
         if let Some(node) = quarantine::tomb_node() {

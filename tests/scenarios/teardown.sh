@@ -84,6 +84,23 @@ expect_eq "  one dmesg line says it gave up on the callbacks" 1 \
 	"$(dmesg_new | grep -c 'gave up after 10000 ms on 2 free callbacks, first of pin va 0x[0-9a-f]* len 0x10000 pid [0-9]*; its memory stays retired')"
 rebind_unload
 
+# --- 1b. The same, removal reporting while a revocation starts ---------------
+# Removal queues the second pin's revocation once it has given up on the
+# first callback, and gives up on both. Its work item claims the pin and is
+# slow to reach the callback (revoke-claimed, 4 s) while removal reports what
+# it gave up on (removal-report, 2 s): a revocation between its claim and its
+# callback still waits on the consumer and must be reported (it once was not:
+# the line said 1, the flake of the sanitizer VM).
+load 384 4000
+tool "the same, removal reporting while the second revocation is claimed" \
+	alloc A 1 2M \; alloc B 1 2M \; ctl pin 0 @A 0x10000 \; ctl pin 1 @B 0x10000 \; \
+	ctl cbblock \; bgclose \; sh "$REVOKING" \; sh "$UNBIND" \; sh "$EARLY" \; \
+	ctl cbrelease \; join \; sh "$AFTER"
+after_unbind
+expect_eq "  one dmesg line says it gave up on both callbacks" 1 \
+	"$(dmesg_new | grep -c 'gave up after 10000 ms on 2 free callbacks')"
+rebind_unload
+
 # --- 2. More blocked callbacks than the work queue runs at once --------------
 # 1100 pins of one allocation, whose callbacks all block: removal revokes them
 # in work items, and a work queue runs at most 1024 at once (WQ_DFL_ACTIVE),
