@@ -10,19 +10,29 @@
 //!
 //! [`Bar1Space::new`] sets up an empty address space over all of BAR1 in the last 2 MiB of
 //! VRAM and keeps BAR0 as a device-managed mapping, revoked when the device is unbound (every
-//! operation after that fails with `ENODEV`). [`Bar1Space::map`] maps 64 KiB pages of VRAM at
-//! the first free run of BAR1 (`ENOMEM` when BAR1 has no room, as NVIDIA's driver answers), and
-//! [`Bar1Space::unmap`] clears them; both invalidate the TLB before they return, so that no
-//! translation outlives its unmap. Neither allocates: the slot map is made with the space.
-//! [`self_test`] is the check probe runs before a GPU is used. The test builds'
-//! `test_skip_tlb_invalidate` leaves the invalidates out, and the self-test must then see the
-//! stale translation.
+//! operation after that fails with `ENODEV`). BAR1 is handed out in runs of 64 KiB slots:
+//! [`Bar1Space::reserve`] finds and marks the first free run (`ENOMEM` when BAR1 has no room,
+//! as NVIDIA's driver answers; counted), [`Bar1Space::fill`] writes a reserved run's entries,
+//! and [`Bar1Space::release`] clears them and frees the run; [`Bar1Space::map`] and
+//! [`Bar1Space::unmap`] do both at once. Every change invalidates the TLB before it returns,
+//! so that no translation outlives its unmap, and nothing allocates: the slot map is made with
+//! the space. A pin reserves its run before it takes its allocation's lock (to build its page
+//! table of BAR1 addresses) and fills it under that lock ([`crate::p2p::pin`]).
+//!
+//! BAR1's last slot is nvrs's own: [`Bar1Space::zero`] maps each page it scrubs there, one at
+//! a time, so scrubbing never competes with pins for BAR1 (NVIDIA's driver likewise keeps part
+//! of BAR1 for itself). [`self_test`] is the check probe runs before a GPU is used. The test
+//! builds' `test_skip_tlb_invalidate` leaves the invalidates out, and the self-test must then
+//! see the stale translation.
 
 use kernel::{
     io::{poll::read_poll_timeout_atomic, Io},
     new_mutex, pci,
     prelude::*,
-    sync::{Arc, Mutex},
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc, Mutex,
+    },
     time::Delta,
 };
 
@@ -104,9 +114,16 @@ struct State {
 pub(crate) struct Bar1Space {
     layout: Bar1Layout,
     vram: u64,
+    /// BAR1's CPU physical (and bus) address.
+    phys: u64,
     bar0: pci::DevresBar<BAR0_MIN>,
     #[pin]
     state: Mutex<State>,
+    /// Held while the scrub slot maps a page ([`Self::zero`]); taken before `state`.
+    #[pin]
+    scrub: Mutex<()>,
+    /// Reservations refused for want of room ([`Self::reserve`]).
+    exhausted: Atomic<u64>,
 }
 
 /// One register write or read at a time through a borrowed BAR0, with the window in `State`.
@@ -220,6 +237,11 @@ impl Bar1Space {
         let nslots = usize::try_from(size / BIG_PAGE)?;
         let mut map = KVec::with_capacity(slots::words(nslots), GFP_KERNEL)?;
         map.resize(slots::words(nslots), 0, GFP_KERNEL)?;
+        // The scrub slot, never handed out.
+        if !slots::mark(&mut map, nslots, nslots - 1, 1, true) {
+            return Err(ENODEV);
+        }
+        let phys = pdev.resource_start(bar1)?;
         let mut st = State {
             window: None,
             slots: map,
@@ -247,8 +269,11 @@ impl Bar1Space {
             pin_init!(Self {
                 layout,
                 vram,
+                phys,
                 bar0,
                 state <- new_mutex!(st, "Bar1Space::state"),
+                scrub <- new_mutex!((), "Bar1Space::scrub"),
+                exhausted: Atomic::new(0),
             }),
             GFP_KERNEL,
         )
@@ -264,11 +289,26 @@ impl Bar1Space {
         self.vram
     }
 
-    /// Bytes of BAR1 mapped now.
+    /// Bytes of VRAM below BAR1's tables, whole 2 MiB: what the memory manager may hand out.
+    pub(crate) fn usable(&self) -> u64 {
+        self.layout.instance_block() & !(TABLES_LEN - 1)
+    }
+
+    /// BAR1's CPU physical (and bus) address.
+    pub(crate) fn phys(&self) -> u64 {
+        self.phys
+    }
+
+    /// Bytes of BAR1 handed out now (reserved or mapped), nvrs's own scrub slot not counted.
     pub(crate) fn mapped(&self) -> u64 {
         let st = self.state.lock();
-        let n = slots::used(&st.slots, self.slots());
+        let n = slots::used(&st.slots, self.slots()).saturating_sub(1);
         BIG_PAGE * n as u64
+    }
+
+    /// Reservations refused because BAR1 had no room.
+    pub(crate) fn exhausted(&self) -> u64 {
+        self.exhausted.load(Relaxed)
     }
 
     /// Runs `f` with the registers, under the lock; `ENODEV` once the device is unbound. `f`
@@ -283,55 +323,59 @@ impl Bar1Space {
         f(&regs, &mut st)
     }
 
-    /// Maps the 64 KiB pages of VRAM at `pages` (64 KiB aligned) at the first free run of BAR1,
-    /// in order, and returns the BAR1 offset of the first. `ENOMEM` if BAR1 has no such run,
-    /// `EINVAL` for an empty list or a page that is not a page of VRAM outside BAR1's tables.
-    /// On any other failure nothing stays mapped: the entries written are cleared again.
-    pub(crate) fn map(&self, pages: &[u64], read_only: bool) -> Result<u64> {
-        let tables = self.layout.instance_block();
-        let outside = |p: u64| p.checked_add(BIG_PAGE).is_none_or(|end| end > tables);
-        if pages.is_empty() || pages.iter().any(|&p| p % BIG_PAGE != 0 || outside(p)) {
+    /// Reserves the first free run of `n` slots of BAR1 and returns its BAR1 offset; nothing
+    /// is mapped there until [`Self::fill`]. `ENOMEM` (and counted) if BAR1 has no such run,
+    /// `EINVAL` for `n` = 0.
+    pub(crate) fn reserve(&self, n: usize) -> Result<u64> {
+        if n == 0 {
             return Err(EINVAL);
         }
         let nslots = self.slots();
+        let mut st = self.state.lock();
+        let Some(start) = slots::find_free(&st.slots, nslots, n) else {
+            self.exhausted.fetch_add(1, Relaxed);
+            return Err(ENOMEM);
+        };
+        if !slots::mark(&mut st.slots, nslots, start, n, true) {
+            return Err(EINVAL);
+        }
+        Ok(BIG_PAGE * u64::try_from(start)?)
+    }
+
+    /// Maps the 64 KiB pages of VRAM at `pages` (64 KiB aligned), in order, at the run
+    /// reserved at BAR1 offset `va`, and invalidates the TLB. `EINVAL` for a run that is not
+    /// reserved whole, or a page that is not a page of VRAM outside BAR1's tables. On failure
+    /// some entries may be written: the caller releases the run ([`Self::release`]).
+    pub(crate) fn fill(&self, va: u64, pages: &[u64], read_only: bool) -> Result {
+        let tables = self.layout.instance_block();
+        let outside = |p: u64| p.checked_add(BIG_PAGE).is_none_or(|end| end > tables);
+        if va % BIG_PAGE != 0
+            || pages.is_empty()
+            || pages.iter().any(|&p| p % BIG_PAGE != 0 || outside(p))
+        {
+            return Err(EINVAL);
+        }
+        let start = usize::try_from(va / BIG_PAGE)?;
+        let nslots = self.slots();
         self.with_regs(|regs, st| {
-            let start = slots::find_free(&st.slots, nslots, pages.len()).ok_or(ENOMEM)?;
-            let va = BIG_PAGE * u64::try_from(start)?;
-            // Marked before anything is written: a run with live entries is never free.
-            if !slots::mark(&mut st.slots, nslots, start, pages.len(), true) {
+            let end = start.checked_add(pages.len()).ok_or(EINVAL)?;
+            // Never the scrub slot: it is always marked, but no reservation includes it.
+            if end >= nslots || slots::used_in(&st.slots, start, pages.len()) != pages.len() {
                 return Err(EINVAL);
             }
-            let mut written = 0;
-            let mut result = Ok(());
             for (i, &page) in (0u64..).zip(pages) {
-                result = self
-                    .layout
-                    .pte_addr(va + BIG_PAGE * i)
-                    .ok_or(EINVAL)
-                    .and_then(|pte| regs.write64(st, pte, self.layout.pte(page, read_only)));
-                if result.is_err() {
-                    break;
-                }
-                written += 1;
+                let pte = self.layout.pte_addr(va + BIG_PAGE * i).ok_or(EINVAL)?;
+                regs.write64(st, pte, self.layout.pte(page, read_only))?;
             }
-            let result = result.and_then(|()| regs.flush_and_invalidate(self.layout.pdb()));
-            if let Err(e) = result {
-                // The run is freed only if its entries are cleared and the TLB forgot them;
-                // otherwise it stays marked, never handed out again.
-                if self.clear(regs, st, va, written).is_ok() {
-                    slots::mark(&mut st.slots, nslots, start, pages.len(), false);
-                }
-                return Err(e);
-            }
-            Ok(va)
+            regs.flush_and_invalidate(self.layout.pdb())
         })
     }
 
-    /// Unmaps `n` pages from BAR1 offset `va` (a run [`Self::map`] returned) and invalidates
-    /// the TLB before returning. `EINVAL` if they are not all mapped. If clearing or the
-    /// invalidate fails, the slots stay marked: BAR1 may still reach the pages, so the range is
-    /// never handed out again.
-    pub(crate) fn unmap(&self, va: u64, n: usize) -> Result {
+    /// Clears the `n` entries of the run at BAR1 offset `va` (a run [`Self::reserve`]
+    /// returned, filled or not), invalidates the TLB, and frees the run. `EINVAL` if the run is
+    /// not reserved whole. If clearing or the invalidate fails, the slots stay marked: BAR1 may
+    /// still reach the pages, so the run is never handed out again.
+    pub(crate) fn release(&self, va: u64, n: usize) -> Result {
         if va % BIG_PAGE != 0 {
             return Err(EINVAL);
         }
@@ -339,7 +383,7 @@ impl Bar1Space {
         let nslots = self.slots();
         self.with_regs(|regs, st| {
             let end = start.checked_add(n).ok_or(EINVAL)?;
-            if n == 0 || end > nslots || slots::used_in(&st.slots, start, n) != n {
+            if n == 0 || end >= nslots || slots::used_in(&st.slots, start, n) != n {
                 return Err(EINVAL);
             }
             self.clear(regs, st, va, n)?;
@@ -349,6 +393,56 @@ impl Bar1Space {
                 Err(EINVAL)
             }
         })
+    }
+
+    /// Maps `pages` at the first free run of BAR1 ([`Self::reserve`], [`Self::fill`]) and
+    /// returns its BAR1 offset; on failure nothing stays mapped.
+    pub(crate) fn map(&self, pages: &[u64], read_only: bool) -> Result<u64> {
+        let va = self.reserve(pages.len())?;
+        self.fill(va, pages, read_only).inspect_err(|_| {
+            // A run that cannot be cleared stays marked ([`Self::release`]).
+            let _ = self.release(va, pages.len());
+        })?;
+        Ok(va)
+    }
+
+    /// Unmaps the `n` pages [`Self::map`] mapped at BAR1 offset `va`.
+    pub(crate) fn unmap(&self, va: u64, n: usize) -> Result {
+        self.release(va, n)
+    }
+
+    /// Zeroes `[fb, fb + len)` of VRAM (4 KiB aligned, below BAR1's tables) through BAR1: each
+    /// 64 KiB page in turn is mapped at the scrub slot, written through a CPU mapping of it,
+    /// and unmapped again (TLB invalidated each time). Sleeps.
+    ///
+    /// # Safety
+    ///
+    /// The range must be GPU memory the caller owns and nobody else can reach (as for
+    /// [`crate::helpers::zero_mmio`]).
+    pub(crate) unsafe fn zero(&self, fb: u64, len: u64) -> Result {
+        let end = fb.checked_add(len).ok_or(EINVAL)?;
+        if fb % 4096 != 0 || len % 4096 != 0 || end > self.layout.instance_block() {
+            return Err(EINVAL);
+        }
+        let slot = self.layout.size() - BIG_PAGE;
+        let _scrub = self.scrub.lock();
+        let mut at = fb;
+        while at < end {
+            let page = at & !(BIG_PAGE - 1);
+            let n = (page + BIG_PAGE).min(end) - at;
+            self.with_regs(|regs, st| {
+                let pte = self.layout.pte_addr(slot).ok_or(EINVAL)?;
+                regs.write64(st, pte, self.layout.pte(page, false))?;
+                regs.flush_and_invalidate(self.layout.pdb())
+            })?;
+            // SAFETY: The scrub slot maps `page`, which holds `[at, at + n)`: memory the
+            // caller owns (function safety requirement); nobody else knows the slot.
+            let zeroed = unsafe { crate::helpers::zero_mmio(self.phys + slot + (at - page), n) };
+            self.with_regs(|regs, st| self.clear(regs, st, slot, 1))?;
+            zeroed?;
+            at += n;
+        }
+        Ok(())
     }
 
     /// Clears the entries of `n` pages from BAR1 offset `va` and invalidates the TLB.

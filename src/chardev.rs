@@ -196,7 +196,8 @@ impl NvrsFile {
             out.compacted_bytes = s.compaction.moved_bytes;
             let (pins, bytes, maps) = crate::p2p::pin::stats_on(mem);
             out.pins = u32::try_from(pins).unwrap_or(u32::MAX);
-            out.bar1_pinned = bytes;
+            // Through BAR1, what is mapped there (the pins' runs); elsewhere what pins hold.
+            out.bar1_pinned = g.bar1.as_ref().map_or(bytes, |b| b.mapped());
             out.dma_mappings = u32::try_from(maps).unwrap_or(u32::MAX);
             let (exports, importer_maps) = crate::dmabuf::stats_on(mem);
             out.dmabufs = u32::try_from(exports).unwrap_or(u32::MAX);
@@ -481,6 +482,8 @@ impl MiscDevice for NvrsFile {
         }
         let want = Span::new(va, len).ok_or(EINVAL)?;
         let a = me.vs.find(&want).ok_or(ENOENT)?;
+        // Through BAR1 only pins reach the memory so far ([`crate::mem::reach`]).
+        a.mem().reach.flat()?;
         record_mapping(&a, helpers::MappedInode::of(vma))?;
         vma.try_clear_mayexec()?;
         // SAFETY: `vma` is the shared VMA of this `mmap` call; the reference on the allocation's

@@ -98,9 +98,12 @@ use crate::{
         },
         ROOT_CHUNK_SIZE,
     },
-    mem::fb::{
-        FbDebugfs,
-        FbMemory, //
+    mem::{
+        fb::{
+            FbDebugfs,
+            FbMemory, //
+        },
+        reach::Reach,
     },
     text::Size,
 };
@@ -207,11 +210,13 @@ impl pci::Driver for NvrsDriver {
             };
             let name = CString::try_from(pdev.as_ref().name())?;
             let index = gpu::free_index();
-            let mem = match probed.backend {
-                Backend::Emulated => Some(emulated_memory(pdev, aperture, &probed, index)?),
+            let mem = match (probed.backend, &probed.bar1) {
+                (Backend::Emulated, _) => Some(emulated_memory(pdev, aperture, &probed, index)?),
+                // The GPU model: its memory is reached through the BAR1 nvrs programs.
+                (Backend::Hardware, Some(bar1)) => Some(model_memory(pdev, bar1, &probed, index)?),
                 // The usable framebuffer of a real GPU comes from its firmware, which nvrs
                 // does not boot yet: no memory is handed out.
-                Backend::Hardware => None,
+                (Backend::Hardware, None) => None,
             };
             let info = Arc::new(
                 GpuInfo {
@@ -384,6 +389,13 @@ fn publish_p2pdma(pdev: &pci::Device<Core<'_>>, aperture: Aperture, fb: FbRange,
     if !crate::p2pdma() {
         return;
     }
+    if mem.reach.flat().is_err() {
+        dev_info!(
+            pdev,
+            "no P2PDMA provider: struct pages for memory behind BAR1 are not implemented\n"
+        );
+        return;
+    }
     // Struct pages exist in 2 MiB subsections; the memory manager uses whole 2 MiB roots.
     if (aperture.phys + fb.offset) % ROOT_CHUNK_SIZE != 0 || p2pdma_len(fb) == 0 {
         dev_warn!(
@@ -416,6 +428,43 @@ fn publish_p2pdma(pdev: &pci::Device<Core<'_>>, aperture: Aperture, fb: FbRange,
     }
 }
 
+/// The memory manager's one line of failure at probe, and the errno probe returns.
+fn memory_error(pdev: &pci::Device<Core<'_>>, e: Error) -> Error {
+    dev_err!(pdev, "cannot set up the memory manager: {e:?}\n");
+    if e == ENOMEM {
+        ENOMEM
+    } else {
+        ENODEV
+    }
+}
+
+/// Sets up the memory manager of the GPU model, over its VRAM below BAR1's tables, reached
+/// through `bar1` ([`crate::mem::reach`]).
+fn model_memory(
+    pdev: &pci::Device<Core<'_>>,
+    bar1: &Arc<Bar1Space>,
+    probed: &Probed,
+    index: u32,
+) -> Result<Arc<FbMemory>> {
+    let (mem, held) = crate::mem::fb::new_blocked(
+        probed.ident.table,
+        Reach::Bar1(bar1.clone()),
+        probed.fb.offset,
+        probed.fb.size,
+        index,
+        probed.uuid,
+    )
+    .map_err(|e| memory_error(pdev, e))?;
+    if held != 0 {
+        dev_warn!(
+            pdev,
+            "{} of this GPU's memory is still pinned from before its removal; allocations fail with EBUSY until those pins are put\n",
+            Size(held)
+        );
+    }
+    Ok(mem)
+}
+
 /// Sets up the memory manager of an emulated GPU, refusing allocations while memory it
 /// overlaps is still held by pins from before an earlier removal, and reserves its aperture
 /// write-combined.
@@ -428,20 +477,15 @@ fn emulated_memory(
     let phys = aperture.phys + probed.fb.offset;
     let (mem, held) = crate::mem::fb::new_blocked(
         probed.ident.table,
-        aperture.phys,
+        Reach::Flat {
+            base: aperture.phys,
+        },
         probed.fb.offset,
         probed.fb.size,
         index,
         probed.uuid,
     )
-    .map_err(|e| {
-        dev_err!(pdev, "cannot set up the memory manager: {e:?}\n");
-        if e == ENOMEM {
-            ENOMEM
-        } else {
-            ENODEV
-        }
-    })?;
+    .map_err(|e| memory_error(pdev, e))?;
     if held != 0 {
         dev_warn!(
             pdev,
@@ -579,11 +623,12 @@ fn probe_hardware<'bound>(
         boot0,
         boot42,
         device_id,
-        // TODO: the usable framebuffer size comes from the GPU's firmware once nvrs boots
-        // GSP; until then the whole aperture is described and nothing hands it out.
+        // The model's VRAM below BAR1's tables. TODO: on hardware the usable framebuffer
+        // comes from the GPU's firmware once nvrs boots GSP; until then the whole aperture is
+        // described and nothing hands it out.
         fb: FbRange {
             offset: 0,
-            size: aperture.len,
+            size: bar1.as_ref().map_or(aperture.len, |b| b.usable()),
         },
         uuid: [0; 16],
         emu_index: None,

@@ -202,6 +202,7 @@ impl GpuInfo {
                 writeln!(f, "bar1_instance_block: {:#x}", l.instance_block())?;
                 writeln!(f, "bar1_page_tables: {}", Size(l.span()))?;
                 writeln!(f, "bar1_mapped: {}", Size(b.mapped()))?;
+                writeln!(f, "bar1_exhausted: {}", b.exhausted())?;
                 writeln!(f, "vram: {}", Size(b.vram()))?;
                 writeln!(f, "bar1_selftest: passed")?;
             }

@@ -268,10 +268,12 @@ vm switch --topology switch --bad-gpus --nvme switch --scenario probe --scenario
 	--scenario smi --scenario removal --scenario teardown --scenario stale --scenario faults \
 	--scenario storage --scenario console --timeout 1200 \
 	--files "$OUT/files" "${KUNIT[@]}"
-# The GPU model alone, in a VM of its own: two models (Ver3 and Ver2 page
-# tables, BAR1 smaller than VRAM), checked from the guest and by the runner's
-# walker, then bound and identified by nvrs.
-vm model --model-gpu GH100:1024:256 --model-gpu GA100:512:128 --scenario model "${KUNIT[@]}"
+# The GPU model, in a VM of its own: two models (Ver3 and Ver2 page tables,
+# BAR1 smaller than VRAM), checked from the guest and by the runner's walker,
+# then bound and identified by nvrs, which hands their memory out through BAR1
+# (pins at BAR1 addresses, DMAed by edu, BAR1 running out and recovering).
+vm model --model-gpu GH100:1024:256 --model-gpu GA100:512:128 --scenario model \
+	--scenario bar1 "${KUNIT[@]}"
 # The DKMS package: `dkms build` against the test kernel tree (Debian's dkms,
 # in a private tree), and the module it builds is the one the next VM loads.
 step "DKMS package"

@@ -30,12 +30,14 @@ PURE = {"topology": ("link",), "p2p": ("abi", "coalesce"), "vaspace": ("range", 
 # framebuffer range behind an aperture, its allocations and what holds them) and nothing of the
 # PCI device, while a bound GPU (`gpu::GpuInfo`) owns its memory, as nova-core's `Gpu` owns
 # its memory manager. The pins and dma-bufs above look the GPU up where they need its
-# topology.
+# topology. BAR1's page tables (`bar1`, the GPU model's) sit below the memory, which reaches
+# the model's VRAM through them, as nova-core's memory manager uses its BAR1 VMM.
 LAYERS = [
     ("core", {"pmm", "hwref"}),
     ("helpers", {"helpers", "kstorage", "room", "testhook", "text"}),
+    ("bar1", {"bar1"}),
     ("mem", {"mem"}),
-    ("gpu", {"gpu", "topology", "bar1"}),
+    ("gpu", {"gpu", "topology"}),
     ("p2p/dmabuf", {"p2p", "dmabuf"}),
     ("vaspace", {"vaspace"}),
     ("chardev/driver", {"chardev", "driver", "exports", "bench", "kunit", "nvrs"}),

@@ -172,6 +172,9 @@ pub(crate) fn export(
     let alloc = find(&want).ok_or(ENOENT)?;
     let off = va - alloc.span.start();
     let mem = alloc.mem().clone();
+    // Exported pages are aperture addresses; through BAR1 only pins reach the memory so far
+    // ([`crate::mem::reach`]).
+    mem.reach.flat()?;
     // GPU removal waits until the export is registered, so its walk finds it.
     let _busy = mem.enter()?;
     let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
@@ -242,7 +245,8 @@ impl Export {
     /// The physically contiguous runs of the exported range, as `(CPU physical address,
     /// length)`, in order.
     fn phys_runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        let base = self.alloc.mem().aperture_phys;
+        // Always flat: [`export`] refuses other memory.
+        let base = self.alloc.mem().reach.flat().unwrap_or(0);
         let pages = (0..self.len / P2P_PAGE_SIZE).map(move |i| {
             self.alloc
                 .fb_offset_at(self.off + i * P2P_PAGE_SIZE)

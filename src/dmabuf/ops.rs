@@ -148,12 +148,15 @@ impl Export {
             return SIGBUS;
         }
         let piece = file_off - file_off % P2P_PAGE_SIZE;
-        let Some(fb) = self.alloc.fb_offset_at(self.off + piece) else {
+        let (Some(fb), Ok(base)) = (
+            self.alloc.fb_offset_at(self.off + piece),
+            self.mem().reach.flat(),
+        ) else {
             return SIGBUS;
         };
         // SAFETY: `[phys, phys + 64 KiB)` is memory the export holds while `st` says so;
         // revocation removes the mapping after marking the export under this lock.
-        unsafe { fault.insert(piece, self.mem().aperture_phys + fb, P2P_PAGE_SIZE, false) }
+        unsafe { fault.insert(piece, base + fb, P2P_PAGE_SIZE, false) }
     }
 }
 

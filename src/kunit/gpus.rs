@@ -27,7 +27,11 @@ mod tests {
             assert!(g.aperture.len.is_power_of_two());
             assert!(g.aperture.phys != 0);
             let end = g.fb.offset.checked_add(g.fb.size).ok_or(EINVAL)?;
-            assert!(end <= g.aperture.len);
+            // Memory behind BAR1 lies in VRAM, below BAR1's tables; otherwise in the aperture.
+            match &g.bar1 {
+                Some(b) => assert!(end <= b.usable()),
+                None => assert!(end <= g.aperture.len),
+            }
             if g.backend == Backend::Emulated {
                 // The identity block is never part of GPU memory.
                 assert!(g.fb.offset >= ROOT_CHUNK_SIZE);

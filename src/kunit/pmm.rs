@@ -18,7 +18,7 @@ mod tests {
             SZ_64K, //
         },
         kstorage::KernelStorage,
-        mem::fb,
+        mem::{fb, reach::Reach},
         pmm::{
             transition,
             AllocFlags,
@@ -206,10 +206,19 @@ mod tests {
         let phys = 0x7f00_0000_0000;
         let uuid = [0xa5; 16];
         fb::reserve_retired(2)?;
-        let first = fb::FbMemory::new(table, phys, 0, ROOT_CHUNK_SIZE, 0, [0x5a; 16], KVec::new())?;
+        let flat = || Reach::Flat { base: phys };
+        let first = fb::FbMemory::new(
+            table,
+            flat(),
+            0,
+            ROOT_CHUNK_SIZE,
+            0,
+            [0x5a; 16],
+            KVec::new(),
+        )?;
         let second = fb::FbMemory::new(
             table,
-            phys,
+            flat(),
             ROOT_CHUNK_SIZE,
             ROOT_CHUNK_SIZE,
             1,
@@ -220,7 +229,7 @@ mod tests {
         second.add_held(SZ_64K);
         fb::retire(first.clone());
         fb::retire(second.clone());
-        let (new, held) = fb::new_blocked(table, phys, 0, 2 * ROOT_CHUNK_SIZE, 2, uuid)?;
+        let (new, held) = fb::new_blocked(table, flat(), 0, 2 * ROOT_CHUNK_SIZE, 2, uuid)?;
         let both = held == 2 * SZ_64K && new.blocked().is_err();
         first.sub_held(SZ_64K);
         let still = new.blocked().is_err();

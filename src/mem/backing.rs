@@ -15,7 +15,6 @@ use kernel::{
 };
 
 use crate::{
-    helpers,
     hwref::{
         P2P_PAGE_SIZE,
         ROOT_CHUNK_SIZE, //
@@ -125,12 +124,11 @@ impl Backing {
     /// Zeroes every piece not known to be zero. Called before the memory becomes reachable, with
     /// no lock held.
     pub(super) fn scrub(&mut self) -> Result {
-        let base = self.mem.aperture_phys;
         for (i, p) in self.pieces.iter().enumerate() {
             let len = self.piece_len(i);
             if !p.zeroed() {
                 // SAFETY: The piece was just allocated and is not reachable by anyone yet.
-                unsafe { helpers::zero_mmio(base + p.fb_offset(), len) }?;
+                unsafe { self.mem.reach.zero(p.fb_offset(), len) }?;
                 p.zeroed.store(true, Relaxed);
             }
         }
@@ -167,7 +165,7 @@ impl Backing {
                 // SAFETY: Every user mapping of the piece was removed and every pin of it ended;
                 // it is not yet back in the manager, so nobody else can reach it; GPU removal
                 // waits for `busy`.
-                match unsafe { helpers::zero_mmio(self.mem.aperture_phys + p.fb_offset(), len) } {
+                match unsafe { self.mem.reach.zero(p.fb_offset(), len) } {
                     Ok(()) => Zero::Zeroed,
                     // Allocation zeroes it before it is handed out again.
                     Err(_) => Zero::Dirty,

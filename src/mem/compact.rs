@@ -78,6 +78,7 @@ impl Allocation {
     /// Moves piece `i` as `mv` plans; see the module documentation.
     fn move_piece(&self, i: usize, mv: &Move) -> Result {
         let mem = &self.backing.mem;
+        let base = mem.reach.flat()?;
         let st = self.state.lock();
         if st.released || mem.is_gone() {
             return Err(EBUSY);
@@ -101,7 +102,7 @@ impl Allocation {
         for inode in st.mapped.iter() {
             inode.zap(self.span.start() + off, va_len);
         }
-        let (src, to) = (mem.aperture_phys + mv.from, mem.aperture_phys + mv.to);
+        let (src, to) = (base + mv.from, base + mv.to);
         // SAFETY: The source is this allocation's piece, whose mappings were just removed and
         // which nobody else can reach (no pin on it, `st` held against faults and pins); the
         // destination was allocated for it and is not handed out yet.
@@ -145,6 +146,8 @@ impl Allocation {
 
 /// Compacts `mem` until `goal` fits, as far as its movable memory allows.
 pub(crate) fn compact(mem: &Arc<FbMemory>, goal: Goal) -> Result<Report> {
+    // Compaction copies through a flat aperture; through BAR1 it needs the copy engine.
+    mem.reach.flat()?;
     let mut one = mem.compacting.lock();
     // This compaction's number: it marks the allocations it has looked at.
     *one += 1;

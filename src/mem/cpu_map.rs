@@ -102,7 +102,7 @@ impl Allocation {
             return SIGBUS;
         };
         let piece = off - off % P2P_PAGE_SIZE;
-        let Some(fb) = self.fb_offset_at(piece) else {
+        let (Some(fb), Ok(base)) = (self.fb_offset_at(piece), self.mem().reach.flat()) else {
             return SIGBUS;
         };
         // SAFETY: `[phys, phys + 64 KiB)` is this allocation's memory, live while `st` is held;
@@ -110,7 +110,7 @@ impl Allocation {
         unsafe {
             fault.insert(
                 self.span.start() + piece,
-                self.mem().aperture_phys + fb,
+                base + fb,
                 P2P_PAGE_SIZE,
                 self.backing.p2pdma,
             )

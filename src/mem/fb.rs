@@ -2,9 +2,9 @@
 
 //! A GPU's framebuffer memory: the physical memory manager behind a lock, and its debugfs view.
 //!
-//! The manager ([`crate::pmm`]) tracks framebuffer offsets, i.e. offsets into the aperture:
-//! a chunk at offset `o` is reached by the CPU and by peers at `aperture.phys + o`. Its chunk
-//! sizes come from the GPU's hwref table.
+//! The manager ([`crate::pmm`]) tracks framebuffer offsets: a chunk at offset `o` is reached
+//! by the CPU and by peers at `aperture.phys + o` on a flat aperture, or through BAR1 once
+//! mapped there ([`Reach`]). Its chunk sizes come from the GPU's hwref table.
 //!
 //! # Removal with pins outstanding
 //!
@@ -57,6 +57,7 @@ use crate::{
         copy::CopyEngine,
         faults::GpuFaults,
         p2pdma::P2pdma,
+        reach::Reach,
         Allocation, //
     },
     pmm::{
@@ -72,8 +73,8 @@ pub(crate) struct FbMemory {
     /// The manager.
     #[pin]
     pub(crate) pmm: Mutex<Pmm<KernelStorage>>,
-    /// CPU physical address of the aperture (offset 0 of the manager's address space).
-    pub(crate) aperture_phys: u64,
+    /// How the CPU and peers reach the memory: a flat aperture, or BAR1.
+    pub(crate) reach: Reach,
     /// The GPU is going away: no new allocations, pins or DMA mappings. Set under `busy`, before
     /// the teardown walks the VA spaces, pins and mappings; every path that adds to those checks
     /// it under the lock the walk takes (see [`crate::locking`]). Read lock-free.
@@ -288,33 +289,25 @@ pub(crate) fn retired_overlapping(
 /// managers overlapping it ([`retired_overlapping`]) hold memory; and the bytes they hold.
 pub(crate) fn new_blocked(
     table: &ArchTable,
-    aperture_phys: u64,
+    reach: Reach,
     fb_offset: u64,
     fb_size: u64,
     index: u32,
     uuid: [u8; 16],
 ) -> Result<(Arc<FbMemory>, u64)> {
-    let phys = aperture_phys.checked_add(fb_offset).ok_or(EINVAL)?;
-    let blocked_by = retired_overlapping(phys, fb_size, &uuid)?;
+    let (phys, end) = reach.phys_range(fb_offset, fb_size)?;
+    let blocked_by = retired_overlapping(phys, end - phys, &uuid)?;
     let held = blocked_by.iter().map(|m| m.held_bytes()).sum();
-    let mem = FbMemory::new(
-        table,
-        aperture_phys,
-        fb_offset,
-        fb_size,
-        index,
-        uuid,
-        blocked_by,
-    )?;
+    let mem = FbMemory::new(table, reach, fb_offset, fb_size, index, uuid, blocked_by)?;
     Ok((mem, held))
 }
 
 impl FbMemory {
-    /// A manager for `[fb_offset, fb_offset + fb_size)` of the aperture at `aperture_phys`.
-    /// Allocations are refused while any of `blocked_by` holds memory.
+    /// A manager for `[fb_offset, fb_offset + fb_size)` of the GPU's memory, reached as
+    /// `reach` says. Allocations are refused while any of `blocked_by` holds memory.
     pub(crate) fn new(
         table: &ArchTable,
-        aperture_phys: u64,
+        reach: Reach,
         fb_offset: u64,
         fb_size: u64,
         index: u32,
@@ -322,12 +315,11 @@ impl FbMemory {
         blocked_by: KVec<Arc<FbMemory>>,
     ) -> Result<Arc<Self>> {
         let pmm = Pmm::new(fb_offset, fb_size, table.pmm_chunk_sizes).map_err(errno)?;
-        let start = aperture_phys.checked_add(pmm.base()).ok_or(EINVAL)?;
-        let phys_range = (start, start.saturating_add(pmm.total_bytes()));
+        let phys_range = reach.phys_range(pmm.base(), pmm.total_bytes())?;
         Arc::pin_init(
             try_pin_init!(Self {
                 pmm <- new_mutex!(pmm, "FbMemory::pmm"),
-                aperture_phys,
+                reach,
                 gone: Atomic::new(false),
                 busy <- new_mutex!(Busy::default(), "FbMemory::busy"),
                 walked: Atomic::new(false),

@@ -50,6 +50,7 @@
 //! # Files
 //!
 //! * [`fb`]: a GPU's memory manager, its removal bookkeeping and retired managers;
+//! * [`reach`]: how the CPU and peers reach the memory (a flat aperture, or BAR1);
 //! * [`backing`]: an allocation's pieces, allocated, scrubbed and given back;
 //! * [`allocation`]: the allocation object and its release;
 //! * [`holder`]: what holds an allocation's memory, as the allocation sees it;
@@ -76,6 +77,7 @@ pub(crate) mod faults;
 pub(crate) mod fb;
 pub(crate) mod holder;
 pub(crate) mod p2pdma;
+pub(crate) mod reach;
 pub(crate) mod va;
 
 pub(crate) use allocation::Allocation;

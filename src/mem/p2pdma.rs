@@ -156,7 +156,8 @@ impl Backing {
         if !self.mem.p2pdma.is_published() {
             return Err(EOPNOTSUPP);
         }
-        let base = self.mem.aperture_phys;
+        // Published only on a flat aperture.
+        let base = self.mem.reach.flat()?;
         for (i, p) in self.pieces.iter().enumerate() {
             let len = self.piece_len(i);
             let pinned = self.mem.pmm.lock().p2p_pin(p.id()).map_err(fb::errno);
@@ -182,7 +183,10 @@ impl Backing {
     /// Undoes [`Backing::take_pages`] for the first `n` pieces (their pages are still free:
     /// nobody could reach them).
     fn undo_pages(&self, n: usize) {
-        let base = self.mem.aperture_phys;
+        // Pages were taken, so the aperture is flat ([`Backing::take_pages`]).
+        let Ok(base) = self.mem.reach.flat() else {
+            return;
+        };
         for (i, p) in self.pieces.iter().enumerate().take(n) {
             // SAFETY: `take_pages` took the references on this piece a moment ago.
             unsafe { helpers::p2pdma_put_pages(base + p.fb_offset(), self.piece_len(i)) };
@@ -225,7 +229,10 @@ impl Backing {
 
     /// The body of [`Backing::finish_drop`], counted in [`P2pdma::wait_drops`].
     fn put_and_wait(&self, until: Instant<Monotonic>) {
-        let base = self.mem.aperture_phys;
+        // Pages were taken, so the aperture is flat ([`Backing::take_pages`]).
+        let Ok(base) = self.mem.reach.flat() else {
+            return;
+        };
         for (i, p) in self.pieces.iter().enumerate() {
             // SAFETY: `take_pages` took these references, and only the one caller of
             // `begin_drop` that cleared `pages_held` gets here.

@@ -178,6 +178,9 @@ pub(crate) struct P2pPin {
     fault_revoke: Atomic<bool>,
     /// Its revocation is queued and no worker has started it yet ([`P2pPin::queue_revocation`]).
     queued: Atomic<bool>,
+    /// Through BAR1 ([`crate::mem::reach`]): the run its pages are mapped at (BAR1 offset,
+    /// pages), unmapped when the pin ends.
+    bar1: Option<(u64, usize)>,
 }
 
 kernel::list::impl_list_arc_safe! {
@@ -525,16 +528,24 @@ impl P2pPin {
             listed <- AtomicTracker::new(),
             fault_revoke: Atomic::new(false),
             queued: Atomic::new(false),
+            bar1: None,
         })
     }
 
     /// Makes an unshared pin object a live pin of `table` for `req`, on the allocation's
-    /// `pieces`.
-    fn fill(self: Pin<&mut Self>, table: TableMemory, req: &PinRequest, pieces: Range<usize>) {
+    /// `pieces`, mapped at the BAR1 run `bar1` if any.
+    fn fill(
+        self: Pin<&mut Self>,
+        table: TableMemory,
+        req: &PinRequest,
+        pieces: Range<usize>,
+        bar1: Option<(u64, usize)>,
+    ) {
         let this = self.project();
         *this.table = table;
         *this.req = *req;
         *this.pieces = pieces;
+        *this.bar1 = bar1;
         this.fault_revoke.store(false, Relaxed);
         this.queued.store(false, Relaxed);
         this.state.store(PinState::Live as u32, Relaxed);
@@ -639,15 +650,28 @@ impl PinEntry {
         publish: impl FnOnce(*mut abi::PageTable),
     ) -> Result {
         let entries = u32::try_from(req.len / P2P_PAGE_SIZE).map_err(|_| EINVAL)?;
-        let phys = alloc.mem().aperture_phys;
+        let mem = alloc.mem();
+        // Through BAR1 the pin gets a run of its own, reserved (and the list of its pages
+        // allocated) before any lock is taken: its table holds BAR1 addresses, mapped under the
+        // allocation's lock below. On a flat aperture it holds aperture addresses.
+        let window = mem.reach.reserve(usize::try_from(entries)?)?;
+        let mut fb_pages = KVec::new();
+        if window.is_some() {
+            fb_pages.reserve(usize::try_from(entries)?, GFP_KERNEL)?;
+        }
+        let flat = mem.reach.flat().ok();
         let (entry, node, mut st) = loop {
             // Acquire: the pieces read below are at least as new as this count.
             let moves = alloc.moves.load(Acquire);
             // Everything a pin needs, allocated (or reused) before any lock below is taken.
             let (block, spare) = quarantine::reuse_pin();
-            let table = TableMemory::new(block, entries, &alloc.mem().uuid, |i| {
-                let off = req.offset + u64::from(i) * P2P_PAGE_SIZE;
-                alloc.fb_offset_at(off).map(|fb| phys + fb)
+            let table = TableMemory::new(block, entries, &mem.uuid, |i| match (&window, flat) {
+                (Some(w), _) => Some(w.addr(i)),
+                (None, Some(base)) => {
+                    let off = req.offset + u64::from(i) * P2P_PAGE_SIZE;
+                    alloc.fb_offset_at(off).map(|fb| base + fb)
+                }
+                (None, None) => None,
             })?;
             let (mut pin, node) = match spare {
                 Some(s) => (s.pin, s.node),
@@ -656,9 +680,12 @@ impl PinEntry {
                     Node::new(GFP_KERNEL)?,
                 ),
             };
-            pin.as_mut()
-                .holder_mut()
-                .fill(table, req, alloc.piece_range(req.offset, req.len));
+            pin.as_mut().holder_mut().fill(
+                table,
+                req,
+                alloc.piece_range(req.offset, req.len),
+                window.as_ref().map(|w| w.run()),
+            );
             let entry = PinEntry {
                 pin: pin.into(),
                 alloc: alloc.clone(),
@@ -673,11 +700,25 @@ impl PinEntry {
             drop(st);
             entry.recycle(Some(node));
         };
+        // Declared again after `st`, so that on every failure below the window is unmapped
+        // before the allocation's lock is released (locals drop in reverse order): no BAR1
+        // mapping of its pages outlives the lock that keeps them the allocation's.
+        let window = window;
         let key = entry.table.key();
         // A concurrent release either finds `released` set first and refuses us, or waits for
         // this lock and then sees (and revokes) a pin its consumer already holds.
         if st.released || alloc.mem().is_gone() {
             return Err(EINVAL);
+        }
+        // BAR1 maps the pages from here (the allocation's lock keeps them where they are) until
+        // the pin ends ([`Self::finish`]), or the window is dropped on failure below.
+        if let Some(w) = &window {
+            for i in 0..entries {
+                let off = req.offset + u64::from(i) * P2P_PAGE_SIZE;
+                let fb = alloc.fb_offset_at(off).ok_or(EINVAL)?;
+                fb_pages.push_within_capacity(fb).map_err(|_| EINVAL)?;
+            }
+            w.fill(&fb_pages)?;
         }
         // The peer may write the memory from now on: scrub it when it goes back.
         st.touched = true;
@@ -720,6 +761,10 @@ impl PinEntry {
             return Err(e);
         }
         st.add_holder(listed);
+        // The pin releases its run when it ends.
+        if let Some(w) = window {
+            w.keep();
+        }
         crate::testhook::delay(crate::testhook::Point::PinPublish);
         publish(key as *mut abi::PageTable);
         sw.lap(Phase::Publish);
@@ -735,6 +780,11 @@ impl PinEntry {
     /// allocation's record of it. Then the pin is dead. Returns the registry node.
     fn finish(&self, sw: &mut Stopwatch) -> Option<Node> {
         drop(self.take_mappings());
+        // No peer reaches the pages through BAR1 once this returns (before the memory can go
+        // back, below).
+        if let Some((va, pages)) = self.bar1 {
+            self.alloc.mem().reach.release(va, pages);
+        }
         let node = PINS
             .lock()
             .pins

@@ -52,6 +52,8 @@ for spec in "$@"; do
 	check "$bdf: disable the function" sh -c "echo 0 >/sys/bus/pci/devices/$bdf/enable"
 	i=$((i + 1))
 done
+# The runner walks those tables now: nvrs, bound below, hands the VRAM out.
+sh /scenarios/hostsync.sh
 
 # nvrs binds a model as it would the GPU it stands for, from its boot registers.
 dmesg_mark
@@ -109,6 +111,7 @@ for spec in "$@"; do
 	fi
 	i=$((i + 1))
 done
+sh /scenarios/hostsync.sh
 # An unbound GPU leaves its index free: nvrs-smi must still read the others
 # (it stopped at the first free index and exited 9).
 set -- $NVRS_MODEL_GPUS

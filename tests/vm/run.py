@@ -60,7 +60,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
 ROOT = os.path.dirname(TESTS)
 
-MIB = 1 << 20
+KIB, MIB = 1 << 10, 1 << 20
 ROOT_CHUNK = 2 * MIB
 
 # struct nvrs_emu_identity (include/nvrs_emu_identity.h), little-endian.
@@ -371,6 +371,11 @@ class BackingCheck:
         # GPU models: the address spaces to walk after the VM, and what each must map:
         # {(model, instance block): (MMU version, big-page tables an empty space has or None)}.
         self.models, self.spaces, self.maps, self.last_space = models, {}, {}, {}
+        # Model BAR1s the scenario named (index: (guest physical address, instance block)),
+        # and the page counts it asked the walker to check at the next sync.
+        self.bar1s, self.bar1_counts = {}, []
+        # Per model, the kinds of address space walked (True: one the scenario mapped).
+        self.walked_kinds = {}
         self.require_spaces = False
 
     def line(self, ln):
@@ -407,6 +412,12 @@ class BackingCheck:
             self.maps.setdefault(key, []).append(
                 (int(m.group(2), 16), int(m.group(3), 16), int(m.group(4), 16),
                  m.group(5) == "ro"))
+        m = re.search(r"nvrs-hostcheck: bar1 (\d+) (0x[0-9a-f]+) (0x[0-9a-f]+)$", ln.strip())
+        if m:
+            self.bar1s[int(m.group(1))] = (int(m.group(2), 16), int(m.group(3), 16))
+        m = re.search(r"nvrs-hostcheck: bar1-pages (\d+) (\d+)$", ln.strip())
+        if m:
+            self.bar1_counts.append((int(m.group(1)), int(m.group(2))))
         if "nvrs-hostcheck: sync" in ln:
             self.sync()
             return True
@@ -429,6 +440,8 @@ class BackingCheck:
                                      + (f", first {missing[0]:#x})" if missing else ")"),
                                      not missing))
             self.present = []
+        self.sync_bar1()
+        self.walk_models()
         for phys, pattern in sorted(self.pending.items()):
             owner = [(i, base) for i, base in self.apertures.items()
                      if i < len(self.gpus) and base <= phys < base + self.gpus[i].size]
@@ -444,17 +457,64 @@ class BackingCheck:
                                  f"{phys - base:#x}", data == want))
         self.pending = {}
 
+    def bar1_walk(self, i):
+        """The pages model i's BAR1 maps now, by the walker, or a failure's text."""
+        if i not in self.bar1s or i >= len(self.models):
+            return None, f"GPU model {i}: no BAR1 named for it"
+        m, (_, inst) = self.models[i], self.bar1s[i]
+        try:
+            return walk_file(m.path, inst, m.mmu), None
+        except WalkError as e:
+            return None, f"GPU model {i}: BAR1's tables at {inst:#x} walk: {e}"
+
+    def sync_bar1(self):
+        """Checks what the scenario asked of the models' BAR1 since the last sync, with the
+        walker reading the VRAM file: how many pages are mapped (each 64 KiB, each a page of its
+        own), and that each pattern a peer DMAed to a BAR1 address is in VRAM where the tables
+        translate that address. Patterns outside every BAR1 are left to the aperture check."""
+        for i, n in self.bar1_counts:
+            pages, err = self.bar1_walk(i)
+            if err:
+                self.results.append((err, False))
+                continue
+            sizes = {p[2] for p in pages}
+            distinct = len({p[1] for p in pages}) == len(pages)
+            self.results.append((f"GPU model {i}: BAR1 maps {n} pages of 64 KiB, each its own "
+                                 f"({len(pages)} found, sizes {sorted(sizes)})",
+                                 len(pages) == n and sizes <= {64 * KIB} and distinct))
+        self.bar1_counts = []
+        for phys, pattern in sorted(self.pending.items()):
+            hit = [(i, base) for i, (base, _) in self.bar1s.items()
+                   if i < len(self.models) and base <= phys < base + self.models[i].bar1]
+            if not hit:
+                continue
+            del self.pending[phys]
+            i, base = hit[0]
+            pages, err = self.bar1_walk(i)
+            if err:
+                self.results.append((err, False))
+                continue
+            off = phys - base
+            page = [p for p in pages if p[0] <= off < p[0] + p[2]]
+            if not page:
+                self.results.append((f"GPU model {i}: BAR1 offset {off:#x} (pattern "
+                                     f"{pattern:#010x}) is mapped", False))
+                continue
+            va, pa, _, _ = page[0]
+            with open(self.models[i].path, "rb") as f:
+                f.seek(pa + off - va)
+                data = f.read(2048)
+            want = struct.pack("<512I", *[(pattern + k) & 0xFFFFFFFF for k in range(512)])
+            self.results.append((f"GPU model {i}: pattern {pattern:#010x} DMAed to BAR1 offset "
+                                 f"{off:#x} is in VRAM at {pa + off - va:#x}, where the tables "
+                                 "translate it", data == want))
+
     def walk_models(self):
-        """Each address space a scenario named maps exactly the pages it said, and nothing
-        else, as an independent walker reads the tables in the model's VRAM file. With
-        self.require_spaces (the model scenario ran), every model must have had both kinds
-        named: one the scenario mapped, one nvrs left empty."""
-        if self.require_spaces:
-            for i, m in enumerate(self.models):
-                kinds = {b is None for (j, _), (_, b) in self.spaces.items() if j == i}
-                self.results.append((f"GPU model {i} ({m.chip}): the scenario named a mapped and "
-                                     "an empty address space to walk", kinds == {True, False}))
+        """Each address space a scenario named since the last walk maps exactly the pages it
+        said, and nothing else, as an independent walker reads the tables in the model's VRAM
+        file. Walked at each sync (later scenarios reuse the VRAM) and at the end."""
         for (i, inst), (version, big_tables) in sorted(self.spaces.items()):
+            self.walked_kinds.setdefault(i, set()).add(big_tables is None)
             if i >= len(self.models):
                 self.results.append((f"GPU model {i}: no such model for the walk", False))
                 continue
@@ -491,9 +551,21 @@ class BackingCheck:
         if None in self.maps:
             self.results.append(("GPU model: mappings listed before any address space",
                                  False))
+        self.spaces, self.maps, self.last_space = {}, {}, {}
+
+    def check_kinds(self):
+        """With self.require_spaces (the model scenario ran), every model must have had both
+        kinds of address space walked: one the scenario mapped, one nvrs left empty."""
+        if self.require_spaces:
+            for i, m in enumerate(self.models):
+                kinds = self.walked_kinds.get(i, set())
+                self.results.append((f"GPU model {i} ({m.chip}): the scenario named a mapped and "
+                                     "an empty address space to walk", kinds == {True, False}))
 
     def finish(self):
+        self.sync_bar1()
         self.walk_models()
+        self.check_kinds()
         for base, count, _ in self.present:
             self.results.append((f"{count} needles from {base:#x} checked in the backing files "
                                  "(no sync followed the request)", False))

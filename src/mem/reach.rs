@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! How the CPU and peers reach a GPU's memory.
+//!
+//! Two ways exist. The emulated GPUs' memory is one flat aperture: the chunk at framebuffer
+//! offset `o` is at CPU physical (and bus) address `base + o`, always, and the CPU mappings,
+//! dma-bufs, P2PDMA pages, scrubbing and compaction all use that address. An NVIDIA GPU (the
+//! test-bed's GPU model: nvrs writes BAR1's page tables only there, [`crate::bar1`]) reaches
+//! its memory through BAR1, a window smaller than the memory: nothing in it is reachable until
+//! nvrs maps it, pins map their pages into it ([`crate::p2p::pin`]) and return BAR1 addresses,
+//! and scrubbing maps each page it clears into a slot of its own.
+//!
+//! On BAR1 only pins are implemented so far: CPU mappings, dma-bufs, P2PDMA and compaction ask
+//! for a flat aperture ([`Reach::flat`]) and fail with `EOPNOTSUPP` without one.
+
+use kernel::{prelude::*, sync::Arc};
+
+use crate::{bar1::Bar1Space, helpers, hwref::P2P_PAGE_SIZE};
+
+/// How a GPU's memory is reached ([`crate::mem::fb::FbMemory::reach`]).
+pub(crate) enum Reach {
+    /// A flat aperture at CPU physical address `base`.
+    Flat {
+        /// The address of framebuffer offset 0.
+        base: u64,
+    },
+    /// BAR1 through nvrs's page tables.
+    Bar1(Arc<Bar1Space>),
+}
+
+impl Reach {
+    /// The CPU physical address of framebuffer offset 0 of a flat aperture; `EOPNOTSUPP`
+    /// through BAR1, where no address holds unless mapped.
+    pub(crate) fn flat(&self) -> Result<u64> {
+        match self {
+            Reach::Flat { base } => Ok(*base),
+            Reach::Bar1(_) => Err(EOPNOTSUPP),
+        }
+    }
+
+    /// The GPU's BAR1, if its memory is reached through it.
+    pub(crate) fn bar1(&self) -> Option<&Bar1Space> {
+        match self {
+            Reach::Flat { .. } => None,
+            Reach::Bar1(b) => Some(b),
+        }
+    }
+
+    /// The CPU physical range of `len` bytes from framebuffer offset `start`, as retired
+    /// managers are compared ([`crate::mem::fb::retire`]): the aperture's addresses, or BAR1's
+    /// window (which the same device keeps across a rebind).
+    pub(crate) fn phys_range(&self, start: u64, len: u64) -> Result<(u64, u64)> {
+        match self {
+            Reach::Flat { base } => {
+                let s = base.checked_add(start).ok_or(EINVAL)?;
+                Ok((s, s.saturating_add(len)))
+            }
+            Reach::Bar1(b) => Ok((b.phys(), b.phys().saturating_add(b.layout().size()))),
+        }
+    }
+
+    /// Through BAR1, reserves a run of `pages` 64 KiB slots for a pin ([`Window`]); `None` on
+    /// a flat aperture, where a pin needs none. `ENOMEM` when BAR1 has no room.
+    pub(crate) fn reserve(&self, pages: usize) -> Result<Option<Window<'_>>> {
+        match self {
+            Reach::Flat { .. } => Ok(None),
+            Reach::Bar1(b) => Ok(Some(Window {
+                bar1: b,
+                va: b.reserve(pages)?,
+                pages,
+            })),
+        }
+    }
+
+    /// Unmaps a run [`Window::keep`] kept, and frees it. A failure is one line in the kernel
+    /// log, except on a GPU that is gone (its BAR1 with it); the run then stays reserved
+    /// ([`Bar1Space::release`]).
+    pub(crate) fn release(&self, va: u64, pages: usize) {
+        if let Some(b) = self.bar1() {
+            release_run(b, va, pages);
+        }
+    }
+
+    /// Zeroes `[fb, fb + len)` of the GPU's memory through the CPU. Sleeps.
+    ///
+    /// # Safety
+    ///
+    /// The range must be GPU memory the caller owns and nobody else can reach: a chunk just
+    /// allocated and not yet handed out, or one being returned after every mapping and pin of
+    /// it ended.
+    pub(crate) unsafe fn zero(&self, fb: u64, len: u64) -> Result {
+        match self {
+            // SAFETY: The caller owns the range (function safety requirement).
+            Reach::Flat { base } => unsafe { helpers::zero_mmio(*base + fb, len) },
+            // SAFETY: As above.
+            Reach::Bar1(b) => unsafe { b.zero(fb, len) },
+        }
+    }
+}
+
+/// A run of BAR1 reserved for a pin: built into its page table before the allocation's lock is
+/// taken, filled under it, and released when dropped unless the pin keeps it.
+pub(crate) struct Window<'a> {
+    bar1: &'a Bar1Space,
+    va: u64,
+    pages: usize,
+}
+
+impl Window<'_> {
+    /// The bus address of page `i` of the run.
+    pub(crate) fn addr(&self, i: u32) -> u64 {
+        self.bar1.phys() + self.va + u64::from(i) * P2P_PAGE_SIZE
+    }
+
+    /// The run's BAR1 offset and length in pages, for [`Reach::release`].
+    pub(crate) fn run(&self) -> (u64, usize) {
+        (self.va, self.pages)
+    }
+
+    /// Maps the framebuffer pages `fb` (one per slot of the run) and invalidates the TLB.
+    pub(crate) fn fill(&self, fb: &[u64]) -> Result {
+        if fb.len() != self.pages {
+            return Err(EINVAL);
+        }
+        self.bar1.fill(self.va, fb, false)
+    }
+
+    /// Hands the run to its pin, which releases it when it ends ([`Reach::release`]).
+    pub(crate) fn keep(self) {
+        core::mem::forget(self);
+    }
+}
+
+impl Drop for Window<'_> {
+    fn drop(&mut self) {
+        // Cleared whether or not it was filled.
+        release_run(self.bar1, self.va, self.pages);
+    }
+}
+
+/// [`Bar1Space::release`], with one kernel-log line if it fails on a GPU still there.
+fn release_run(bar1: &Bar1Space, va: u64, pages: usize) {
+    match bar1.release(va, pages) {
+        Ok(()) | Err(ENODEV) => {}
+        Err(e) => pr_err!("unmapping {pages} pages at BAR1 offset {va:#x}: {e:?}\n"),
+    }
+}

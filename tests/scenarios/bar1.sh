@@ -1,0 +1,101 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Scenario "bar1": nvrs hands out the GPU model's memory through BAR1, as
+# NVIDIA's driver does. nvidia_p2p_get_pages maps the pinned 64 KiB pages into
+# BAR1 and returns BAR1 addresses; edu, the DMA peer, writes and reads them
+# through the IOMMU, and the runner's walker (tests/vm/gmmu.py, reading the
+# VRAM file) finds each pattern in VRAM where BAR1's tables translate the
+# address, and exactly the pinned pages mapped. A put unmaps them (the old
+# address reads all-ones and the model counts the fault); a BAR1 smaller than
+# the memory runs out (ENOMEM, counted) and recovers once pins are put; the
+# GPU's unbind revokes a pin and leaves nothing mapped. What
+# only a flat aperture does so far (CPU mappings, dma-bufs) is refused with
+# EOPNOTSUPP on the model.
+
+. /scenarios/lib.sh
+M=/lib/modules
+D=/sys/kernel/debug/nvrs
+
+# nvrs lines at warning level or above (0-4), from the raw log's priority prefixes.
+loud() {
+	dmesg -r | grep -E "^<[0-4]>" | grep -v "taints kernel" | grep -c nvrs
+}
+
+set -- $NVRS_MODEL_GPUS
+expect_eq "the runner described GPU models" yes "$([ $# -gt 0 ] && echo yes || echo no)"
+loud0=$(loud)
+check "insmod nvrs bind_nvidia=1" insmod $M/nvrs.ko bind_nvidia=1
+check "insmod consumer" insmod $M/nvrs_consumer.ko
+i=0
+for spec in "$@"; do
+	model_fields "$spec"
+	bdf=$(pci_functions 0x10de 0x$dev | head -n1)
+	info=$D/$bdf/info
+	if [ -z "$bdf" ] || ! [ -e "$info" ]; then
+		not_ok "model $i ($chip): bound to nvrs"
+		i=$((i + 1))
+		continue
+	fi
+	inst=$(sed -n 's/^bar1_instance_block: //p' $info)
+	# BAR1 is resource 1; its guest physical address is what peers use.
+	base=$(sed -n 2p /sys/bus/pci/devices/$bdf/resource | cut -d' ' -f1)
+	base=$(printf '0x%x' $((base)))
+	echo "nvrs-hostcheck: bar1 $i $base $inst"
+	expect_eq "$bdf: nvrs manages the VRAM below BAR1's tables" \
+		$(((vram - 2) * 1024 * 1024)) "$(fb_total $bdf)"
+
+	# Pin 4 MiB: 64 pages in BAR1; edu DMAs at two of them.
+	tool "$bdf: 4 MiB pinned through BAR1, DMAed by edu" \
+		alloc A $i 4M \; ctl pin 0 @A 0x400000 \; ctl map 0 \; \
+		ctl dma 0 0 0x11110000 \; ctl dma 0 0x210000 0x22220000 \; \
+		sh "echo nvrs-hostcheck: bar1-pages $i 64 >\$NVRS_OUT; $HOSTSYNC" \; \
+		ctl status 0 \; ctl put 0 \; \
+		sh "echo nvrs-hostcheck: bar1-pages $i 0 >\$NVRS_OUT; $HOSTSYNC" \; free A
+	phys=$(sed -n 's/.*dma ok phys \(0x[0-9a-f]*\) .*/\1/p' /tmp/tool.out | head -n1)
+	expect_eq "$bdf: get_pages returned BAR1 addresses" yes \
+		"$([ -n "$phys" ] && [ $((phys)) -ge $((base)) ] &&
+			[ $((phys)) -lt $((base + bar1 * 1024 * 1024)) ] && echo yes || echo no)"
+	# The old address no longer translates: it reads all-ones, and counts.
+	if [ -n "$phys" ]; then
+		off=$(printf '0x%x' $((phys - base)))
+		nvrs-model-test $bdf unmapped $off 2>/tmp/model.err
+		expect_eq "$bdf: after the put, BAR1 offset $off reads all-ones and faults" 0 $?
+		while IFS= read -r l; do diag "  $l"; done </tmp/model.err
+	fi
+	expect_eq "$bdf: nothing of BAR1 handed out after the put" "0 B" \
+		"$(sed -n 's/^bar1_mapped: //p' $info)"
+
+	# BAR1 smaller than memory: pin it all in 2 MiB pins until it runs out.
+	n=$((bar1 / 2))
+	tool "$bdf: $n pins of 2 MiB fill the $bar1 MiB BAR1 but its scrub slot" \
+		alloc A $i 2M \; ctl pinmany @A 0x200000 $((n - 1)) \; \
+		!ENOMEM ctl pin 0 @A 0x200000 \; ctl putmany \; ctl pin 0 @A 0x200000 \; \
+		ctl put 0 \; free A
+	expect_eq "$bdf: the refusal was counted" 1 "$(sed -n 's/^bar1_exhausted: //p' $info)"
+	expect_eq "$bdf: BAR1 is free again" "0 B" "$(sed -n 's/^bar1_mapped: //p' $info)"
+
+	# The GPU's unbind revokes a pin: its free callback runs and BAR1 no longer
+	# maps its pages once the unbind returned (walked after it); the GPU binds
+	# again with an empty BAR1.
+	tool "$bdf: a pin revoked by the GPU's unbind" \
+		alloc A $i 2M \; ctl pin 0 @A 0x200000 \; ctl map 0 \; \
+		sh "echo $bdf > /sys/bus/pci/drivers/nvrs/unbind" \; ctl status 0 \; \
+		sh "echo nvrs-hostcheck: bar1-pages $i 0 >\$NVRS_OUT; $HOSTSYNC"
+	check "$bdf: the revocation called the free callback" \
+		grep -qE "slot 0 pinned 0 mapped [01] persistent 0 callbacks 1" /tmp/tool.out
+	check "$bdf: binds again" sh -c "echo $bdf > /sys/bus/pci/drivers/nvrs/bind"
+	expect_eq "$bdf: with nothing of BAR1 handed out" "0 B" "$(sed -n 's/^bar1_mapped: //p' $info)"
+
+	# Not through BAR1 yet: CPU mappings and dma-bufs.
+	tool "$bdf: CPU mappings and dma-bufs refused with EOPNOTSUPP" \
+		alloc A $i 2M \; !EOPNOTSUPP wr A 0x0 0x1 \; !EOPNOTSUPP export A 0 2M \; free A
+	echo "nvrs-hostcheck: gmmu-empty $i $inst $mmu $((bar1 / 2))"
+	sh /scenarios/hostsync.sh
+	i=$((i + 1))
+done
+check "rmmod consumer" rmmod nvrs_consumer
+check "no pins left" grep -qx "pins: 0" $D/p2p
+check "rmmod nvrs" rmmod nvrs
+expect_eq "no nvrs message at warning level or above" 0 $(($(loud) - loud0))
+
+done_testing
