@@ -365,6 +365,8 @@ int nvrs_zero_mmio(u64 phys, u64 len)
 		if (!p)
 			return -ENOMEM;
 		memset_io(p, 0, n);
+		/* The zeros reach the device before the caller remaps the range. */
+		wmb();
 		iounmap(p);
 		phys += n;
 		len -= n;

@@ -103,10 +103,12 @@ pub(crate) struct Counters {
     pub(crate) tlb_invalidates: u32,
 }
 
-/// What `Bar1Space::state` guards: where the PRAMIN window is, and which slots are mapped.
+/// What `Bar1Space::state` guards: where the PRAMIN window is, which slots are mapped, and
+/// whether GPU removal cleared every entry ([`Bar1Space::clear_all`]).
 struct State {
     window: Option<u64>,
     slots: KVec<u64>,
+    cleared: bool,
 }
 
 /// BAR1 of a GPU model, in virtual mode through nvrs's page tables.
@@ -124,6 +126,8 @@ pub(crate) struct Bar1Space {
     scrub: Mutex<()>,
     /// Reservations refused for want of room ([`Self::reserve`]).
     exhausted: Atomic<u64>,
+    /// An unmap failed: BAR1 may still translate memory nvrs gave up ([`Self::is_broken`]).
+    broken: Atomic<bool>,
 }
 
 /// One register write or read at a time through a borrowed BAR0, with the window in `State`.
@@ -245,6 +249,7 @@ impl Bar1Space {
         let mut st = State {
             window: None,
             slots: map,
+            cleared: false,
         };
         let regs = Regs {
             bar0: &bar0,
@@ -274,6 +279,7 @@ impl Bar1Space {
                 state <- new_mutex!(st, "Bar1Space::state"),
                 scrub <- new_mutex!((), "Bar1Space::scrub"),
                 exhausted: Atomic::new(0),
+                broken: Atomic::new(false),
             }),
             GFP_KERNEL,
         )
@@ -311,6 +317,13 @@ impl Bar1Space {
         self.exhausted.load(Relaxed)
     }
 
+    /// Whether clearing entries or invalidating the TLB ever failed: BAR1 may then still reach
+    /// memory that went back, so the GPU's memory must not be handed out any more
+    /// ([`crate::mem::fb::FbMemory::blocked`]).
+    pub(crate) fn is_broken(&self) -> bool {
+        self.broken.load(Relaxed)
+    }
+
     /// Runs `f` with the registers, under the lock; `ENODEV` once the device is unbound. `f`
     /// runs inside the RCU read-side section that keeps BAR0 mapped, and must not sleep.
     fn with_regs<R>(&self, f: impl FnOnce(&Regs<'_, '_>, &mut State) -> Result<R>) -> Result<R> {
@@ -332,6 +345,9 @@ impl Bar1Space {
         }
         let nslots = self.slots();
         let mut st = self.state.lock();
+        if st.cleared {
+            return Err(ENODEV);
+        }
         let Some(start) = slots::find_free(&st.slots, nslots, n) else {
             self.exhausted.fetch_add(1, Relaxed);
             return Err(ENOMEM);
@@ -358,6 +374,9 @@ impl Bar1Space {
         let start = usize::try_from(va / BIG_PAGE)?;
         let nslots = self.slots();
         self.with_regs(|regs, st| {
+            if st.cleared {
+                return Err(ENODEV);
+            }
             let end = start.checked_add(pages.len()).ok_or(EINVAL)?;
             // Never the scrub slot: it is always marked, but no reservation includes it.
             if end >= nslots || slots::used_in(&st.slots, start, pages.len()) != pages.len() {
@@ -372,15 +391,19 @@ impl Bar1Space {
     }
 
     /// Clears the `n` entries of the run at BAR1 offset `va` (a run [`Self::reserve`]
-    /// returned, filled or not), invalidates the TLB, and frees the run. `EINVAL` if the run is
-    /// not reserved whole. If clearing or the invalidate fails, the slots stay marked: BAR1 may
-    /// still reach the pages, so the run is never handed out again.
+    /// returned, filled or not), invalidates the TLB, and frees the run; nothing to do once GPU
+    /// removal cleared every entry. `EINVAL` if the run is not reserved whole. If clearing or
+    /// the invalidate fails, the slots stay marked and the space is broken
+    /// ([`Self::is_broken`]): BAR1 may still reach the pages.
     pub(crate) fn release(&self, va: u64, n: usize) -> Result {
         if va % BIG_PAGE != 0 {
             return Err(EINVAL);
         }
         let start = usize::try_from(va / BIG_PAGE)?;
         let nslots = self.slots();
+        if self.state.lock().cleared {
+            return Ok(());
+        }
         self.with_regs(|regs, st| {
             let end = start.checked_add(n).ok_or(EINVAL)?;
             if n == 0 || end >= nslots || slots::used_in(&st.slots, start, n) != n {
@@ -430,28 +453,65 @@ impl Bar1Space {
         while at < end {
             let page = at & !(BIG_PAGE - 1);
             let n = (page + BIG_PAGE).min(end) - at;
-            self.with_regs(|regs, st| {
+            let mapped = self.with_regs(|regs, st| {
+                if st.cleared {
+                    return Err(ENODEV);
+                }
                 let pte = self.layout.pte_addr(slot).ok_or(EINVAL)?;
                 regs.write64(st, pte, self.layout.pte(page, false))?;
                 regs.flush_and_invalidate(self.layout.pdb())
-            })?;
-            // SAFETY: The scrub slot maps `page`, which holds `[at, at + n)`: memory the
-            // caller owns (function safety requirement); nobody else knows the slot.
-            let zeroed = unsafe { crate::helpers::zero_mmio(self.phys + slot + (at - page), n) };
-            self.with_regs(|regs, st| self.clear(regs, st, slot, 1))?;
-            zeroed?;
+            });
+            let zeroed = mapped.and_then(|()| {
+                // SAFETY: The scrub slot maps `page`, which holds `[at, at + n)`: memory the
+                // caller owns (function safety requirement); nobody else knows the slot.
+                unsafe { crate::helpers::zero_mmio(self.phys + slot + (at - page), n) }
+            });
+            // Cleared whatever happened: the entry may have been written.
+            let cleared = self.with_regs(|regs, st| {
+                if st.cleared {
+                    return Ok(());
+                }
+                self.clear(regs, st, slot, 1)
+            });
+            if cleared.is_err() {
+                self.broken.store(true, Relaxed);
+            }
+            zeroed.and(cleared)?;
             at += n;
         }
         Ok(())
     }
 
-    /// Clears the entries of `n` pages from BAR1 offset `va` and invalidates the TLB.
+    /// Clears the entries of `n` pages from BAR1 offset `va` and invalidates the TLB; a
+    /// failure breaks the space ([`Self::is_broken`]).
     fn clear(&self, regs: &Regs<'_, '_>, st: &mut State, va: u64, n: usize) -> Result {
-        for i in 0..u64::try_from(n)? {
-            let pte = self.layout.pte_addr(va + BIG_PAGE * i).ok_or(EINVAL)?;
-            regs.write64(st, pte, 0)?;
+        let cleared = (|| -> Result {
+            for i in 0..u64::try_from(n)? {
+                let pte = self.layout.pte_addr(va + BIG_PAGE * i).ok_or(EINVAL)?;
+                regs.write64(st, pte, 0)?;
+            }
+            regs.flush_and_invalidate(self.layout.pdb())
+        })();
+        if cleared.is_err() {
+            self.broken.store(true, Relaxed);
         }
-        regs.flush_and_invalidate(self.layout.pdb())
+        cleared
+    }
+
+    /// Clears every entry of BAR1 and invalidates the TLB: GPU removal, before BAR0's mapping
+    /// goes (the device keeps decoding BAR1 after the unbind). Runs still held (persistent pins,
+    /// pins whose callbacks removal gave up on) lose their BAR1 mapping here, as they lose
+    /// their DMA mappings; releasing them later has nothing to do, and nothing is reserved or
+    /// mapped any more. A failure breaks the space.
+    pub(crate) fn clear_all(&self) -> Result {
+        let n = self.slots();
+        let done = self.with_regs(|regs, st| self.clear(regs, st, 0, n));
+        if done.is_ok() {
+            self.state.lock().cleared = true;
+        } else {
+            self.broken.store(true, Relaxed);
+        }
+        done
     }
 
     /// The model's counters; `ENODEV` once the device is unbound.

@@ -482,8 +482,7 @@ impl MiscDevice for NvrsFile {
         }
         let want = Span::new(va, len).ok_or(EINVAL)?;
         let a = me.vs.find(&want).ok_or(ENOENT)?;
-        // Through BAR1 only pins reach the memory so far ([`crate::mem::reach`]).
-        a.mem().reach.flat()?;
+        a.prepare_cpu()?;
         record_mapping(&a, helpers::MappedInode::of(vma))?;
         vma.try_clear_mayexec()?;
         // SAFETY: `vma` is the shared VMA of this `mmap` call; the reference on the allocation's

@@ -333,6 +333,16 @@ impl NvrsDriver {
                 );
             }
         }
+        // The device keeps decoding BAR1 after the unbind: nothing may stay mapped there, not
+        // even for the pins left (persistent ones lose BAR1 as they lost their DMA mappings).
+        if let Some(b) = &gpu.bar1 {
+            if let Err(e) = b.clear_all() {
+                dev_err!(
+                    pdev,
+                    "cannot clear BAR1's page tables ({e:?}); BAR1 may reach this GPU's memory until it is bound again\n"
+                );
+            }
+        }
         let mappings = crate::dmabuf::revoke_gpu(mem);
         if mappings != 0 {
             dev_warn!(
@@ -460,6 +470,13 @@ fn model_memory(
             pdev,
             "{} of this GPU's memory is still pinned from before its removal; allocations fail with EBUSY until those pins are put\n",
             Size(held)
+        );
+    }
+    // CPU mappings go through BAR1; without it they fall back to uncached.
+    if let Err(e) = crate::helpers::aperture_wc(pdev, bar1.phys(), bar1.layout().size()) {
+        dev_warn!(
+            pdev,
+            "cannot reserve BAR1 write-combined ({e:?}); CPU mappings are uncached\n"
         );
     }
     Ok(mem)

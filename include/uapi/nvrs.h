@@ -32,7 +32,9 @@
  * memory -ENOMEM; ALLOC and FREE need a file opened for writing (-EBADF) and
  * the process that opened it (-EPERM); ALLOC on a GPU whose memory is still
  * pinned from before it was last removed gives -EBUSY until those pins are
- * put.
+ * put, and -EIO on a GPU model whose BAR1 failed to unmap memory. On a GPU
+ * model, mmap maps the allocation through BAR1 (-ENOMEM when BAR1 is full)
+ * and NVRS_IOCTL_EXPORT_DMABUF gives -EOPNOTSUPP.
  *
  * dma-buf: NVRS_IOCTL_EXPORT_DMABUF turns a 64 KiB-aligned range of an
  * allocation into a dma-buf file descriptor, the form in which RDMA drivers

@@ -243,19 +243,18 @@ impl Export {
     }
 
     /// The physically contiguous runs of the exported range, as `(CPU physical address,
-    /// length)`, in order.
-    fn phys_runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        // Always flat: [`export`] refuses other memory.
-        let base = self.alloc.mem().reach.flat().unwrap_or(0);
+    /// length)`, in order; `EOPNOTSUPP` without a flat aperture (which [`export`] refuses).
+    fn phys_runs(&self) -> Result<impl Iterator<Item = (u64, u64)> + '_> {
+        let base = self.alloc.mem().reach.flat()?;
         let pages = (0..self.len / P2P_PAGE_SIZE).map(move |i| {
             self.alloc
                 .fb_offset_at(self.off + i * P2P_PAGE_SIZE)
                 .map_or(0, |fb| base + fb)
         });
-        crate::p2p::coalesce::runs(pages).map(|(_, n, first)| {
+        Ok(crate::p2p::coalesce::runs(pages).map(|(_, n, first)| {
             // At most `len / 64 KiB` pages: no overflow.
             (first, u64::try_from(n).unwrap_or(0) * P2P_PAGE_SIZE)
-        })
+        }))
     }
 
     /// Revokes the export (its GPU is going away); see the module documentation. Waits for

@@ -95,7 +95,7 @@ impl Export {
     fn build(&self, importer: PeerRef, revocable: bool) -> Result<*mut bindings::sg_table> {
         // SAFETY: The runs are the export's memory, held until the export is released or
         // revoked with no mapping left; this mapping ends (unmap) before either.
-        let runs = unsafe { PeerRuns::map(importer, self.phys_runs()) }?;
+        let runs = unsafe { PeerRuns::map(importer, self.phys_runs()?) }?;
         let mut list = KVVec::with_capacity(runs.count(), GFP_KERNEL)?;
         for (dma, len) in runs.iter() {
             // Capacity was reserved above.

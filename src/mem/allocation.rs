@@ -106,6 +106,9 @@ pub(crate) struct AllocState {
     /// The release is letting go of the allocation's struct pages and waiting for the block
     /// layer to do the same ([`crate::mem::p2pdma`]): the memory must not go back before.
     dropping: bool,
+    /// Through BAR1 ([`crate::mem::reach`]): the run that maps the whole allocation for CPU
+    /// mappings (BAR1 offset, pages), from the first `mmap` until release.
+    pub(crate) cpu_window: Option<(u64, usize)>,
 }
 
 impl AllocState {
@@ -236,6 +239,7 @@ impl Allocation {
                     mapped: KVec::new(),
                     touched: false,
                     dropping: false,
+                    cpu_window: None,
                 }, "Allocation::state"),
                 moves: Atomic::new(0),
                 cpu,
@@ -352,6 +356,11 @@ impl Allocation {
             st.dropping = self.backing.begin_drop();
             for inode in st.mapped.iter() {
                 inode.zap(self.span.start(), self.span.len());
+            }
+            // With no user mapping left, BAR1 lets go of the memory too; if it cannot, the GPU
+            // hands nothing out any more ([`crate::mem::fb::FbMemory::blocked`]).
+            if let Some((va, pages)) = st.cpu_window.take() {
+                let _ = self.backing.mem.reach.release(va, pages);
             }
             (core::mem::take(&mut st.mapped), st.dropping)
         };

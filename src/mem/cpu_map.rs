@@ -6,6 +6,9 @@
 //! through this device inode (so release can remove the mappings), and hands the VMA a reference
 //! on the allocation's [`CpuHandle`] ([`crate::helpers::vma_setup`]). Pages are inserted by the
 //! fault handler, a 64 KiB piece at a time, under the allocation's lock and only while it is live.
+//! On a GPU reached through BAR1 ([`crate::mem::reach`]), the first `mmap` maps the whole
+//! allocation into BAR1 ([`Allocation::prepare_cpu`]) and the faults insert those BAR1 pages;
+//! release removes the user mappings first and then the BAR1 run, before the memory goes back.
 //!
 //! The VMA holds the handle, not the [`Allocation`]: release detaches the allocation from its
 //! handle, so a mapping that stays after `NVRS_IOCTL_FREE` (never unmapped) keeps only the
@@ -91,6 +94,32 @@ impl CpuHandle {
 }
 
 impl Allocation {
+    /// Gets the allocation ready for CPU mappings (`mmap`): through BAR1, maps all of it
+    /// there once, until release ([`crate::mem::reach`]). `ENOMEM` when BAR1 has no room,
+    /// `ENOENT` once released. Nothing to do on a flat aperture.
+    pub(crate) fn prepare_cpu(&self) -> Result {
+        let Some(bar1) = self.mem().reach.bar1() else {
+            return Ok(());
+        };
+        let n = usize::try_from(self.span.len() / P2P_PAGE_SIZE)?;
+        // Allocated before the lock, which is on the pin path.
+        let mut pages = KVec::with_capacity(n, GFP_KERNEL)?;
+        let mut st = self.state.lock();
+        if st.released || self.mem().is_gone() {
+            return Err(ENOENT);
+        }
+        if st.cpu_window.is_some() {
+            return Ok(());
+        }
+        for i in 0..u64::try_from(n)? {
+            let fb = self.fb_offset_at(i * P2P_PAGE_SIZE).ok_or(EINVAL)?;
+            pages.push_within_capacity(fb).map_err(|_| EINVAL)?;
+        }
+        // Nothing stays mapped on failure ([`crate::bar1::Bar1Space::map`]).
+        st.cpu_window = Some((bar1.map(&pages, false)?, n));
+        Ok(())
+    }
+
     /// Maps the 64 KiB piece holding file offset (GPU VA) `file_off` into the faulting VMA, if
     /// the allocation is live.
     fn fault(&self, fault: &Fault, file_off: u64) -> u32 {
@@ -102,7 +131,14 @@ impl Allocation {
             return SIGBUS;
         };
         let piece = off - off % P2P_PAGE_SIZE;
-        let (Some(fb), Ok(base)) = (self.fb_offset_at(piece), self.mem().reach.flat()) else {
+        let reach = &self.mem().reach;
+        let phys = match (reach.flat(), reach.bar1(), st.cpu_window) {
+            (Ok(base), _, _) => self.fb_offset_at(piece).map(|fb| base + fb),
+            // The allocation's BAR1 run maps its pages in order.
+            (Err(_), Some(b), Some((va, _))) => Some(b.phys() + va + piece),
+            _ => None,
+        };
+        let Some(phys) = phys else {
             return SIGBUS;
         };
         // SAFETY: `[phys, phys + 64 KiB)` is this allocation's memory, live while `st` is held;
@@ -110,7 +146,7 @@ impl Allocation {
         unsafe {
             fault.insert(
                 self.span.start() + piece,
-                base + fb,
+                phys,
                 P2P_PAGE_SIZE,
                 self.backing.p2pdma,
             )

@@ -436,11 +436,15 @@ impl FbMemory {
         Ok(InFlight(self))
     }
 
-    /// Whether new allocations are refused because pins made before an earlier removal still
-    /// hold memory that overlaps this GPU's (`-EBUSY`).
+    /// Whether new allocations are refused: pins made before an earlier removal still hold
+    /// memory that overlaps this GPU's (`-EBUSY`), or BAR1 failed to unmap memory (`-EIO`).
     pub(crate) fn blocked(&self) -> Result {
         if self.blocked_by.iter().any(|old| old.held_bytes() != 0) {
             return Err(EBUSY);
+        }
+        // BAR1 failed to unmap: it may still reach memory that went back.
+        if self.reach.bar1().is_some_and(|b| b.is_broken()) {
+            return Err(EIO);
         }
         Ok(())
     }

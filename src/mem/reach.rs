@@ -72,13 +72,12 @@ impl Reach {
         }
     }
 
-    /// Unmaps a run [`Window::keep`] kept, and frees it. A failure is one line in the kernel
-    /// log, except on a GPU that is gone (its BAR1 with it); the run then stays reserved
-    /// ([`Bar1Space::release`]).
-    pub(crate) fn release(&self, va: u64, pages: usize) {
-        if let Some(b) = self.bar1() {
-            release_run(b, va, pages);
-        }
+    /// Unmaps a run [`Window::keep`] kept, and frees it; false if BAR1 may still reach the
+    /// pages, which then must never go back to the memory manager. A failure is one line in
+    /// the kernel log, and breaks the space ([`Bar1Space::is_broken`]).
+    #[must_use]
+    pub(crate) fn release(&self, va: u64, pages: usize) -> bool {
+        self.bar1().is_none_or(|b| release_run(b, va, pages))
     }
 
     /// Zeroes `[fb, fb + len)` of the GPU's memory through the CPU. Sleeps.
@@ -133,15 +132,15 @@ impl Window<'_> {
 
 impl Drop for Window<'_> {
     fn drop(&mut self) {
-        // Cleared whether or not it was filled.
-        release_run(self.bar1, self.va, self.pages);
+        // Cleared whether or not it was filled. If that fails, the space is broken and the
+        // GPU hands nothing out any more ([`crate::mem::fb::FbMemory::blocked`]).
+        let _ = release_run(self.bar1, self.va, self.pages);
     }
 }
 
-/// [`Bar1Space::release`], with one kernel-log line if it fails on a GPU still there.
-fn release_run(bar1: &Bar1Space, va: u64, pages: usize) {
-    match bar1.release(va, pages) {
-        Ok(()) | Err(ENODEV) => {}
-        Err(e) => pr_err!("unmapping {pages} pages at BAR1 offset {va:#x}: {e:?}\n"),
-    }
+/// [`Bar1Space::release`], with one kernel-log line if it fails; true if it worked.
+fn release_run(bar1: &Bar1Space, va: u64, pages: usize) -> bool {
+    bar1.release(va, pages)
+        .inspect_err(|e| pr_err!("unmapping {pages} pages at BAR1 offset {va:#x}: {e:?}; the GPU's memory is not handed out any more\n"))
+        .is_ok()
 }

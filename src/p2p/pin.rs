@@ -781,10 +781,11 @@ impl PinEntry {
     fn finish(&self, sw: &mut Stopwatch) -> Option<Node> {
         drop(self.take_mappings());
         // No peer reaches the pages through BAR1 once this returns (before the memory can go
-        // back, below).
-        if let Some((va, pages)) = self.bar1 {
-            self.alloc.mem().reach.release(va, pages);
-        }
+        // back, below). If BAR1 may still reach them, the chunks keep this pin's count and never
+        // go back to the memory manager.
+        let unmapped = self
+            .bar1
+            .is_none_or(|(va, pages)| self.alloc.mem().reach.release(va, pages));
         let node = PINS
             .lock()
             .pins
@@ -794,8 +795,10 @@ impl PinEntry {
             // ones (the caller holds others), so nothing is freed under the lock.
             .map(|n| n.into_reservation());
         sw.lap(Phase::Teardown);
-        if let Err(e) = self.count_chunks(false) {
-            pr_err!("dropping P2P pins: {e:?}\n");
+        if unmapped {
+            if let Err(e) = self.count_chunks(false) {
+                pr_err!("dropping P2P pins: {e:?}\n");
+            }
         }
         sw.lap(Phase::PmmUnpin);
         // Forget the pin before waking waiters, so a revocation woken here does not find it

@@ -8,17 +8,19 @@
 # address, and exactly the pinned pages mapped. A put unmaps them (the old
 # address reads all-ones and the model counts the fault); a BAR1 smaller than
 # the memory runs out (ENOMEM, counted) and recovers once pins are put; the
-# GPU's unbind revokes a pin and leaves nothing mapped. What
-# only a flat aperture does so far (CPU mappings, dma-bufs) is refused with
-# EOPNOTSUPP on the model.
+# GPU's unbind revokes a pin and leaves nothing mapped. CPU mappings go
+# through BAR1 as well. What only a flat aperture does so far (dma-bufs) is
+# refused with EOPNOTSUPP on the model.
 
 . /scenarios/lib.sh
 M=/lib/modules
 D=/sys/kernel/debug/nvrs
 
-# nvrs lines at warning level or above (0-4), from the raw log's priority prefixes.
+# nvrs lines at warning level or above (0-4), from the raw log's priority
+# prefixes, but the one the unbind below prints on purpose.
 loud() {
-	dmesg -r | grep -E "^<[0-4]>" | grep -v "taints kernel" | grep -c nvrs
+	dmesg -r | grep -E "^<[0-4]>" | grep -v "taints kernel" |
+		grep -v "persistent pins hold" | grep -c nvrs
 }
 
 set -- $NVRS_MODEL_GPUS
@@ -48,7 +50,7 @@ for spec in "$@"; do
 	tool "$bdf: 4 MiB pinned through BAR1, DMAed by edu" \
 		alloc A $i 4M \; ctl pin 0 @A 0x400000 \; ctl map 0 \; \
 		ctl dma 0 0 0x11110000 \; ctl dma 0 0x210000 0x22220000 \; \
-		sh "echo nvrs-hostcheck: bar1-pages $i 64 >\$NVRS_OUT; $HOSTSYNC" \; \
+		sh "echo nvrs-hostcheck: bar1-pages $i 64 >\$NVRS_OUT; echo nvrs-hostcheck: bar1-patterns $i 2 >\$NVRS_OUT; $HOSTSYNC" \; \
 		ctl status 0 \; ctl put 0 \; \
 		sh "echo nvrs-hostcheck: bar1-pages $i 0 >\$NVRS_OUT; $HOSTSYNC" \; free A
 	phys=$(sed -n 's/.*dma ok phys \(0x[0-9a-f]*\) .*/\1/p' /tmp/tool.out | head -n1)
@@ -74,21 +76,45 @@ for spec in "$@"; do
 	expect_eq "$bdf: the refusal was counted" 1 "$(sed -n 's/^bar1_exhausted: //p' $info)"
 	expect_eq "$bdf: BAR1 is free again" "0 B" "$(sed -n 's/^bar1_mapped: //p' $info)"
 
-	# The GPU's unbind revokes a pin: its free callback runs and BAR1 no longer
-	# maps its pages once the unbind returned (walked after it); the GPU binds
+	# The GPU's unbind revokes a pin: its free callback runs. A persistent pin
+	# survives it but loses BAR1 (the device keeps decoding BAR1 after the
+	# unbind, so nothing may stay mapped): nothing is mapped once the unbind
+	# returned (walked after it), and the later put is clean. The GPU binds
 	# again with an empty BAR1.
-	tool "$bdf: a pin revoked by the GPU's unbind" \
+	dmesg_mark
+	tool "$bdf: the GPU's unbind revokes a pin and unmaps a persistent one" \
 		alloc A $i 2M \; ctl pin 0 @A 0x200000 \; ctl map 0 \; \
+		alloc B $i 2M \; ctl ppin 1 @B 0x200000 \; \
+		sh "echo nvrs-hostcheck: bar1-pages $i 64 >\$NVRS_OUT; $HOSTSYNC" \; \
 		sh "echo $bdf > /sys/bus/pci/drivers/nvrs/unbind" \; ctl status 0 \; \
-		sh "echo nvrs-hostcheck: bar1-pages $i 0 >\$NVRS_OUT; $HOSTSYNC"
+		sh "echo nvrs-hostcheck: bar1-pages $i 0 >\$NVRS_OUT; $HOSTSYNC" \; ctl put 1
 	check "$bdf: the revocation called the free callback" \
 		grep -qE "slot 0 pinned 0 mapped [01] persistent 0 callbacks 1" /tmp/tool.out
+	expect_eq "$bdf: one line names the persistent pin left past the unbind" 1 \
+		"$(dmesg_new | grep -c '1 persistent pins hold 2 MiB of GPU memory past removal')"
 	check "$bdf: binds again" sh -c "echo $bdf > /sys/bus/pci/drivers/nvrs/bind"
 	expect_eq "$bdf: with nothing of BAR1 handed out" "0 B" "$(sed -n 's/^bar1_mapped: //p' $info)"
 
-	# Not through BAR1 yet: CPU mappings and dma-bufs.
-	tool "$bdf: CPU mappings and dma-bufs refused with EOPNOTSUPP" \
-		alloc A $i 2M \; !EOPNOTSUPP wr A 0x0 0x1 \; !EOPNOTSUPP export A 0 2M \; free A
+	# CPU mappings go through BAR1 too: the CPU reads what edu wrote through the
+	# pin's addresses, and its own write. BAR1 maps the 32 pages twice (the
+	# pin's run and the allocation's CPU run); the free unmaps both.
+	tool "$bdf: a CPU mapping through BAR1 reads edu's DMA and its own write" \
+		alloc A $i 2M \; ctl pin 0 @A 0x200000 \; ctl map 0 \; \
+		ctl dma 0 0x30000 0x33330000 \; rd A 0x30000 0x33330000 \; \
+		wr A 0x50000 0x5a5a5a5a \; rd A 0x50000 0x5a5a5a5a \; \
+		sh "echo nvrs-hostcheck: bar1-pages $i 64 32 >\$NVRS_OUT; echo nvrs-hostcheck: bar1-patterns $i 1 >\$NVRS_OUT; $HOSTSYNC" \; \
+		ctl put 0 \; free A \; \
+		sh "echo nvrs-hostcheck: bar1-pages $i 0 >\$NVRS_OUT; $HOSTSYNC"
+	expect_eq "$bdf: nothing of BAR1 handed out after the free" "0 B" \
+		"$(sed -n 's/^bar1_mapped: //p' $info)"
+	# A CPU mapping needs BAR1 room as a pin does.
+	tool "$bdf: with BAR1 full of pins, mmap fails with ENOMEM" \
+		alloc A $i 2M \; alloc B $i 2M \; ctl pinmany @A 0x200000 $((n - 1)) \; \
+		!ENOMEM wr B 0x0 0x1 \; ctl putmany \; wr B 0x0 0x1 \; free A \; free B
+
+	# Not through BAR1 yet: dma-bufs.
+	tool "$bdf: dma-bufs refused with EOPNOTSUPP" \
+		alloc A $i 2M \; !EOPNOTSUPP export A 0 2M \; free A
 	echo "nvrs-hostcheck: gmmu-empty $i $inst $mmu $((bar1 / 2))"
 	sh /scenarios/hostsync.sh
 	i=$((i + 1))

@@ -373,7 +373,7 @@ class BackingCheck:
         self.models, self.spaces, self.maps, self.last_space = models, {}, {}, {}
         # Model BAR1s the scenario named (index: (guest physical address, instance block)),
         # and the page counts it asked the walker to check at the next sync.
-        self.bar1s, self.bar1_counts = {}, []
+        self.bar1s, self.bar1_counts, self.bar1_patterns = {}, [], {}
         # Per model, the kinds of address space walked (True: one the scenario mapped).
         self.walked_kinds = {}
         self.require_spaces = False
@@ -415,9 +415,13 @@ class BackingCheck:
         m = re.search(r"nvrs-hostcheck: bar1 (\d+) (0x[0-9a-f]+) (0x[0-9a-f]+)$", ln.strip())
         if m:
             self.bar1s[int(m.group(1))] = (int(m.group(2), 16), int(m.group(3), 16))
-        m = re.search(r"nvrs-hostcheck: bar1-pages (\d+) (\d+)$", ln.strip())
+        m = re.search(r"nvrs-hostcheck: bar1-patterns (\d+) (\d+)$", ln.strip())
         if m:
-            self.bar1_counts.append((int(m.group(1)), int(m.group(2))))
+            self.bar1_patterns[int(m.group(1))] = int(m.group(2))
+        m = re.search(r"nvrs-hostcheck: bar1-pages (\d+) (\d+)(?: (\d+))?$", ln.strip())
+        if m:
+            n = int(m.group(2))
+            self.bar1_counts.append((int(m.group(1)), n, int(m.group(3) or n)))
         if "nvrs-hostcheck: sync" in ln:
             self.sync()
             return True
@@ -462,27 +466,38 @@ class BackingCheck:
         if i not in self.bar1s or i >= len(self.models):
             return None, f"GPU model {i}: no BAR1 named for it"
         m, (_, inst) = self.models[i], self.bar1s[i]
+        stats = {}
         try:
-            return walk_file(m.path, inst, m.mmu), None
+            pages = walk_file(m.path, inst, m.mmu, stats)
         except WalkError as e:
             return None, f"GPU model {i}: BAR1's tables at {inst:#x} walk: {e}"
+        # A walk that did not reach a big-page table per 2 MiB of BAR1 walked something else
+        # (an empty walk of the wrong tables would pass for an empty BAR1).
+        want = m.bar1 // (2 * MIB)
+        if stats["big_tables"] != want:
+            return None, (f"GPU model {i}: BAR1's tables at {inst:#x} have "
+                          f"{stats['big_tables']} big-page tables, not {want}")
+        return pages, None
 
     def sync_bar1(self):
         """Checks what the scenario asked of the models' BAR1 since the last sync, with the
         walker reading the VRAM file: how many pages are mapped (each 64 KiB, each a page of its
-        own), and that each pattern a peer DMAed to a BAR1 address is in VRAM where the tables
+        own unless the scenario said how many distinct VRAM pages there are), and that each
+        pattern a peer DMAed to a BAR1 address is in VRAM where the tables
         translate that address. Patterns outside every BAR1 are left to the aperture check."""
-        for i, n in self.bar1_counts:
+        for i, n, d in self.bar1_counts:
             pages, err = self.bar1_walk(i)
             if err:
                 self.results.append((err, False))
                 continue
             sizes = {p[2] for p in pages}
-            distinct = len({p[1] for p in pages}) == len(pages)
-            self.results.append((f"GPU model {i}: BAR1 maps {n} pages of 64 KiB, each its own "
-                                 f"({len(pages)} found, sizes {sorted(sizes)})",
-                                 len(pages) == n and sizes <= {64 * KIB} and distinct))
+            distinct = len({p[1] for p in pages})
+            self.results.append((f"GPU model {i}: BAR1 maps {n} pages of 64 KiB, of {d} "
+                                 f"distinct VRAM pages ({len(pages)} found, {distinct} distinct, "
+                                 f"sizes {sorted(sizes)})",
+                                 len(pages) == n and sizes <= {64 * KIB} and distinct == d))
         self.bar1_counts = []
+        checked = {}
         for phys, pattern in sorted(self.pending.items()):
             hit = [(i, base) for i, (base, _) in self.bar1s.items()
                    if i < len(self.models) and base <= phys < base + self.models[i].bar1]
@@ -490,6 +505,7 @@ class BackingCheck:
                 continue
             del self.pending[phys]
             i, base = hit[0]
+            checked[i] = checked.get(i, 0) + 1
             pages, err = self.bar1_walk(i)
             if err:
                 self.results.append((err, False))
@@ -508,13 +524,17 @@ class BackingCheck:
             self.results.append((f"GPU model {i}: pattern {pattern:#010x} DMAed to BAR1 offset "
                                  f"{off:#x} is in VRAM at {pa + off - va:#x}, where the tables "
                                  "translate it", data == want))
+        # As many patterns as the scenario said it had DMAed (their log lines could be lost).
+        for i, n in sorted(self.bar1_patterns.items()):
+            self.results.append((f"GPU model {i}: {n} DMAed patterns checked through BAR1 "
+                                 f"({checked.get(i, 0)} found)", checked.get(i, 0) == n))
+        self.bar1_patterns = {}
 
     def walk_models(self):
         """Each address space a scenario named since the last walk maps exactly the pages it
         said, and nothing else, as an independent walker reads the tables in the model's VRAM
         file. Walked at each sync (later scenarios reuse the VRAM) and at the end."""
         for (i, inst), (version, big_tables) in sorted(self.spaces.items()):
-            self.walked_kinds.setdefault(i, set()).add(big_tables is None)
             if i >= len(self.models):
                 self.results.append((f"GPU model {i}: no such model for the walk", False))
                 continue
@@ -531,6 +551,8 @@ class BackingCheck:
                 self.results.append((f"GPU model {i} ({m.chip}): page tables at {inst:#x} "
                                      f"walk: {e}", False))
                 continue
+            # Only a space that walked counts towards the kinds the model scenario must name.
+            self.walked_kinds.setdefault(i, set()).add(big_tables is None)
             extra = [g for g in got if g not in want]
             missing = [w for w in want if w not in got]
             if big_tables is not None:
