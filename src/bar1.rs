@@ -82,7 +82,7 @@ const TABLES_LEN: u64 = 2 << 20;
 /// The part of NVIDIA's BAR0 nvrs maps at least: up to and including `PMC_BOOT_42` at 0xa00.
 pub(crate) const BAR0_MIN: usize = 0x1000;
 
-type Bar0<'a> = pci::Bar<'a, BAR0_MIN>;
+pub(crate) type Bar0<'a> = pci::Bar<'a, BAR0_MIN>;
 
 /// Whether the function is the test-bed's GPU model: a full BAR0 whose model id register
 /// reads "NVGM" (an offset no NVIDIA chip implements).
@@ -322,6 +322,13 @@ impl Bar1Space {
     /// ([`crate::mem::fb::FbMemory::blocked`]).
     pub(crate) fn is_broken(&self) -> bool {
         self.broken.load(Relaxed)
+    }
+
+    /// Runs `f` with BAR0 (not under the lock: for the copy engine, [`crate::ce`]); `ENODEV`
+    /// once the device is unbound. `f` runs in an RCU read-side section and must not sleep.
+    pub(crate) fn with_bar0<R>(&self, f: impl FnOnce(&Bar0<'_>) -> Result<R>) -> Result<R> {
+        let guard = self.bar0.try_access().ok_or(ENODEV)?;
+        f(&guard)
     }
 
     /// Runs `f` with the registers, under the lock; `ENODEV` once the device is unbound. `f`

@@ -34,6 +34,10 @@
 use kernel::{
     debugfs,
     device::Core,
+    dma::{
+        Device as _,
+        DmaMask, //
+    },
     io::Io,
     pci::{
         self,
@@ -73,6 +77,7 @@ use crate::{
         Kind,
         Policy, //
     },
+    ce::ModelCe,
     emu_identity::{
         self,
         EmuError,
@@ -343,6 +348,10 @@ impl NvrsDriver {
                 );
             }
         }
+        // Its DMA allocations go with the binding, though the memory manager may stay retired.
+        if let Some(ce) = mem.reach.ce() {
+            ce.shutdown();
+        }
         let mappings = crate::dmabuf::revoke_gpu(mem);
         if mappings != 0 {
             dev_warn!(
@@ -456,9 +465,23 @@ fn model_memory(
     probed: &Probed,
     index: u32,
 ) -> Result<Arc<FbMemory>> {
+    // The copy engine DMAs its semaphore (and system-memory transfers) through the IOMMU.
+    // SAFETY: No DMA mapping of the device exists yet (probe, before the engine is used).
+    unsafe { pdev.dma_set_mask_and_coherent(DmaMask::new::<47>()) }
+        .inspect_err(|e| dev_err!(pdev, "GPU model: no 47-bit DMA mask: {e:?}\n"))?;
+    pdev.set_master();
+    // Without a working engine the CPU scrubs through BAR1 (one line said why).
+    let ce = if crate::test_no_copy_engine() {
+        None
+    } else {
+        ModelCe::new(pdev, bar1.clone()).ok()
+    };
     let (mem, held) = crate::mem::fb::new_blocked(
         probed.ident.table,
-        Reach::Bar1(bar1.clone()),
+        Reach::Bar1 {
+            bar1: bar1.clone(),
+            ce,
+        },
         probed.fb.offset,
         probed.fb.size,
         index,

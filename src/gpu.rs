@@ -203,6 +203,17 @@ impl GpuInfo {
                 writeln!(f, "bar1_page_tables: {}", Size(l.span()))?;
                 writeln!(f, "bar1_mapped: {}", Size(b.mapped()))?;
                 writeln!(f, "bar1_exhausted: {}", b.exhausted())?;
+                match self.mem.as_ref().and_then(|m| m.reach.ce()) {
+                    Some(ce) => match ce.counters() {
+                        Ok((launches, bytes)) => writeln!(
+                            f,
+                            "copy_engine: model, {launches} launches, {} moved",
+                            Size(bytes)
+                        )?,
+                        Err(_) => writeln!(f, "copy_engine: model, gone")?,
+                    },
+                    None => writeln!(f, "copy_engine: none, the CPU scrubs through BAR1")?,
+                }
                 writeln!(f, "vram: {}", Size(b.vram()))?;
                 writeln!(f, "bar1_selftest: passed")?;
             }

@@ -43,6 +43,7 @@ mod bar1;
 #[cfg(nvrs_bench)]
 mod bench;
 mod binding;
+mod ce;
 mod chardev;
 mod dmabuf;
 mod driver;
@@ -166,6 +167,11 @@ nvrs_module! {
         default: false,
         description: "Tests only: no TLB invalidate after BAR1 page-table changes on a GPU model \
             (the bind-time BAR1 self-test must then see a stale translation and refuse the GPU)",
+    },
+    test_no_copy_engine: bool {
+        default: false,
+        description: "Tests only: leave a GPU model's copy engine unused, so that the CPU \
+            scrubs its memory through BAR1",
     },
     test_tombs_max: u32 {
         default: 0,
@@ -311,6 +317,14 @@ pub(crate) fn p2p_topology() -> u32 {
 pub(crate) fn test_skip_tlb_invalidate() -> bool {
     #[cfg(nvrs_testing)]
     return module_parameters::test_skip_tlb_invalidate.value();
+    #[cfg(not(nvrs_testing))]
+    false
+}
+
+/// The `test_no_copy_engine` module parameter (test builds; false otherwise).
+pub(crate) fn test_no_copy_engine() -> bool {
+    #[cfg(nvrs_testing)]
+    return module_parameters::test_no_copy_engine.value();
     #[cfg(not(nvrs_testing))]
     false
 }

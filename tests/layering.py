@@ -35,7 +35,7 @@ PURE = {"topology": ("link",), "p2p": ("abi", "coalesce"), "vaspace": ("range", 
 LAYERS = [
     ("core", {"pmm", "hwref"}),
     ("helpers", {"helpers", "kstorage", "room", "testhook", "text"}),
-    ("bar1", {"bar1"}),
+    ("bar1", {"bar1", "ce"}),
     ("mem", {"mem"}),
     ("gpu", {"gpu", "topology"}),
     ("p2p/dmabuf", {"p2p", "dmabuf"}),

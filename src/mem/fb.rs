@@ -493,7 +493,12 @@ fn render_stats(mem: &Arc<FbMemory>, f: &mut fmt::Formatter<'_>) -> fmt::Result 
         s.total_bytes,
         Size(s.total_bytes)
     )?;
-    writeln!(f, "copy_engine: {}", mem.copier.name())?;
+    let copier = if mem.reach.ce().is_some() {
+        "model-ce (scrub)"
+    } else {
+        mem.copier.name()
+    };
+    writeln!(f, "copy_engine: {copier}")?;
     write!(f, "{s}")
 }
 

@@ -8,14 +8,15 @@
 //! test-bed's GPU model: nvrs writes BAR1's page tables only there, [`crate::bar1`]) reaches
 //! its memory through BAR1, a window smaller than the memory: nothing in it is reachable until
 //! nvrs maps it, pins map their pages into it ([`crate::p2p::pin`]) and return BAR1 addresses,
-//! and scrubbing maps each page it clears into a slot of its own.
+//! and scrubbing is done by the GPU's copy engine ([`crate::ce`]) or, without one, by the CPU
+//! through a BAR1 slot of its own.
 //!
 //! On BAR1 only pins are implemented so far: CPU mappings, dma-bufs, P2PDMA and compaction ask
 //! for a flat aperture ([`Reach::flat`]) and fail with `EOPNOTSUPP` without one.
 
 use kernel::{prelude::*, sync::Arc};
 
-use crate::{bar1::Bar1Space, helpers, hwref::P2P_PAGE_SIZE};
+use crate::{bar1::Bar1Space, ce::ModelCe, helpers, hwref::P2P_PAGE_SIZE};
 
 /// How a GPU's memory is reached ([`crate::mem::fb::FbMemory::reach`]).
 pub(crate) enum Reach {
@@ -24,8 +25,14 @@ pub(crate) enum Reach {
         /// The address of framebuffer offset 0.
         base: u64,
     },
-    /// BAR1 through nvrs's page tables.
-    Bar1(Arc<Bar1Space>),
+    /// BAR1 through nvrs's page tables, and the copy engine if it passed its self-test.
+    Bar1 {
+        /// The GPU's BAR1.
+        bar1: Arc<Bar1Space>,
+        /// Scrubs (and, later, compaction) go through it; without it the CPU scrubs
+        /// through BAR1.
+        ce: Option<Arc<ModelCe>>,
+    },
 }
 
 impl Reach {
@@ -34,7 +41,7 @@ impl Reach {
     pub(crate) fn flat(&self) -> Result<u64> {
         match self {
             Reach::Flat { base } => Ok(*base),
-            Reach::Bar1(_) => Err(EOPNOTSUPP),
+            Reach::Bar1 { .. } => Err(EOPNOTSUPP),
         }
     }
 
@@ -42,7 +49,7 @@ impl Reach {
     pub(crate) fn bar1(&self) -> Option<&Bar1Space> {
         match self {
             Reach::Flat { .. } => None,
-            Reach::Bar1(b) => Some(b),
+            Reach::Bar1 { bar1, .. } => Some(bar1),
         }
     }
 
@@ -55,7 +62,9 @@ impl Reach {
                 let s = base.checked_add(start).ok_or(EINVAL)?;
                 Ok((s, s.saturating_add(len)))
             }
-            Reach::Bar1(b) => Ok((b.phys(), b.phys().saturating_add(b.layout().size()))),
+            Reach::Bar1 { bar1: b, .. } => {
+                Ok((b.phys(), b.phys().saturating_add(b.layout().size())))
+            }
         }
     }
 
@@ -64,7 +73,7 @@ impl Reach {
     pub(crate) fn reserve(&self, pages: usize) -> Result<Option<Window<'_>>> {
         match self {
             Reach::Flat { .. } => Ok(None),
-            Reach::Bar1(b) => Ok(Some(Window {
+            Reach::Bar1 { bar1: b, .. } => Ok(Some(Window {
                 bar1: b,
                 va: b.reserve(pages)?,
                 pages,
@@ -91,8 +100,18 @@ impl Reach {
         match self {
             // SAFETY: The caller owns the range (function safety requirement).
             Reach::Flat { base } => unsafe { helpers::zero_mmio(*base + fb, len) },
+            // The engine writes only VRAM it is told to: the caller's.
+            Reach::Bar1 { ce: Some(ce), .. } => ce.fill(fb, len, 0),
             // SAFETY: As above.
-            Reach::Bar1(b) => unsafe { b.zero(fb, len) },
+            Reach::Bar1 { bar1, ce: None } => unsafe { bar1.zero(fb, len) },
+        }
+    }
+
+    /// The copy engine, if memory is reached through BAR1 and the GPU has one that works.
+    pub(crate) fn ce(&self) -> Option<&ModelCe> {
+        match self {
+            Reach::Bar1 { ce: Some(ce), .. } => Some(ce),
+            _ => None,
         }
     }
 }

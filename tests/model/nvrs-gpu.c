@@ -21,7 +21,12 @@
  *    invalidate register, so a missing invalidate is visible;
  *  - faults: an access that does not translate (or writes a read-only page)
  *    reads all-ones, is dropped if a write, and is counted;
- *  - PCIe traffic counters for BAR1 (bytes received and sent).
+ *  - PCIe traffic counters for BAR1 (bytes received and sent);
+ *  - a copy engine: the methods of NVIDIA's DMA copy class (clc1b5.h; the
+ *    later classes keep these offsets) written straight to a window of BAR0
+ *    instead of through a channel, for physical copies and memsets within
+ *    VRAM and between VRAM and system memory (DMA through the IOMMU), with a
+ *    semaphore release to system memory and an interrupt on completion.
  *
  * Field layouts follow NVIDIA's published dev_mmu.h / dev_ram.h hwref headers
  * (open-gpu-kernel-modules, src/common/inc/swref/published/{pascal/gp100,
@@ -94,8 +99,67 @@ OBJECT_DECLARE_SIMPLE_TYPE(NvrsGpuState, NVRS_GPU)
 #define NVRS_MODEL_BAR1_TX_LO 0x28
 #define NVRS_MODEL_BAR1_TX_HI 0x2c
 #define NVRS_MODEL_MMU_VERSION 0x30
+#define NVRS_MODEL_CE_LAUNCHES 0x34
+#define NVRS_MODEL_CE_BYTES_LO 0x38
+#define NVRS_MODEL_CE_BYTES_HI 0x3c
+#define NVRS_MODEL_CE_ERROR 0x40 /* the last launch's, CE_ERR_*; 0 if done */
+#define NVRS_MODEL_INTR 0x44     /* 1: CE interrupt pending; write 1 clears */
 #define NVRS_MODEL_ID_VALUE 0x4d47564eu
-#define NVRS_MODEL_VERSION_VALUE 1
+#define NVRS_MODEL_VERSION_VALUE 2
+
+/*
+ * The copy engine's method window, BAR0 + 0xff1000: a write at offset M is
+ * method M of the DMA copy class (NVC1B5_*).
+ */
+#define NVRS_MODEL_CE_BASE 0xff1000
+#define NVRS_MODEL_CE_SIZE 0x1000
+#define CE_SET_SEMAPHORE_A 0x240       /* 16:0 address 48:32 */
+#define CE_SET_SEMAPHORE_B 0x244       /* 31:0 address 31:0 */
+#define CE_SET_SEMAPHORE_PAYLOAD 0x248
+#define CE_SET_SRC_PHYS_MODE 0x260     /* 1:0 target */
+#define CE_SET_DST_PHYS_MODE 0x264
+#define CE_LAUNCH_DMA 0x300
+#define CE_OFFSET_IN_UPPER 0x400       /* 16:0 */
+#define CE_OFFSET_IN_LOWER 0x404
+#define CE_OFFSET_OUT_UPPER 0x408
+#define CE_OFFSET_OUT_LOWER 0x40c
+#define CE_LINE_LENGTH_IN 0x418
+#define CE_LINE_COUNT 0x41c
+#define CE_SET_REMAP_CONST_A 0x700
+#define CE_SET_REMAP_CONST_B 0x704
+#define CE_SET_REMAP_COMPONENTS 0x708
+
+/* SET_*_PHYS_MODE targets. */
+#define CE_TARGET_LOCAL_FB 0
+#define CE_TARGET_COHERENT_SYSMEM 1
+#define CE_TARGET_NONCOHERENT_SYSMEM 2
+
+/* LAUNCH_DMA fields. */
+#define CE_LAUNCH_TRANSFER(v) ((v) & 3)            /* 1:0; 0 = none */
+#define CE_LAUNCH_SEMAPHORE(v) (((v) >> 3) & 3)    /* 4:3; 1 = one word */
+#define CE_LAUNCH_INTERRUPT(v) (((v) >> 5) & 3)    /* 6:5; 0 = none */
+#define CE_LAUNCH_SRC_PITCH (1u << 7)
+#define CE_LAUNCH_DST_PITCH (1u << 8)
+#define CE_LAUNCH_MULTI_LINE (1u << 9)
+#define CE_LAUNCH_REMAP (1u << 10)
+#define CE_LAUNCH_SRC_PHYSICAL (1u << 12)
+#define CE_LAUNCH_DST_PHYSICAL (1u << 13)
+
+/*
+ * SET_REMAP_COMPONENTS: DST_X 2:0 (4 = CONST_A), COMPONENT_SIZE 17:16 (3 =
+ * four bytes), NUM_DST_COMPONENTS 25:24 (0 = one).
+ */
+#define CE_REMAP_MEMSET32 ((4u << 0) | (3u << 16) | (0u << 24))
+
+/* Why the last launch was refused (NVRS_MODEL_CE_ERROR). */
+enum {
+    CE_ERR_NONE = 0,
+    CE_ERR_VIRTUAL = 1,   /* a virtual source or destination: not modelled */
+    CE_ERR_LAYOUT = 2,    /* block-linear or multi-line: not modelled */
+    CE_ERR_REMAP = 3,     /* a remap other than a 32-bit memset */
+    CE_ERR_RANGE = 4,     /* past VRAM, or a failed system-memory DMA */
+    CE_ERR_TARGET = 5,    /* a physical target other than VRAM or sysmem */
+};
 
 /* Why the last BAR1 access faulted (NVRS_MODEL_FAULT_REASON). */
 enum {
@@ -177,6 +241,14 @@ struct NvrsGpuState {
     uint64_t bar1_tx;
     uint32_t rx_hi_latch;
     uint32_t tx_hi_latch;
+
+    /* The copy engine's method state, and what it did. */
+    uint32_t ce_method[NVRS_MODEL_CE_SIZE / 4];
+    uint32_t ce_launches;
+    uint64_t ce_bytes;
+    uint32_t ce_bytes_hi_latch;
+    uint32_t ce_error;
+    uint32_t intr;
 };
 
 static uint64_t vram_rd64(NvrsGpuState *s, uint64_t addr, bool *ok)
@@ -482,8 +554,151 @@ static uint32_t model_reg_read(NvrsGpuState *s, hwaddr off)
         return s->tx_hi_latch;
     case NVRS_MODEL_MMU_VERSION:
         return s->mmu_version;
+    case NVRS_MODEL_CE_LAUNCHES:
+        return s->ce_launches;
+    case NVRS_MODEL_CE_BYTES_LO:
+        s->ce_bytes_hi_latch = s->ce_bytes >> 32;
+        return s->ce_bytes;
+    case NVRS_MODEL_CE_BYTES_HI:
+        return s->ce_bytes_hi_latch;
+    case NVRS_MODEL_CE_ERROR:
+        return s->ce_error;
+    case NVRS_MODEL_INTR:
+        return s->intr;
     default:
         return ~0u;
+    }
+}
+
+static uint32_t ce_reg(NvrsGpuState *s, hwaddr method)
+{
+    return s->ce_method[method / 4];
+}
+
+static uint64_t ce_addr(NvrsGpuState *s, hwaddr upper, hwaddr lower)
+{
+    return ((uint64_t)(ce_reg(s, upper) & 0x1ffff) << 32) | ce_reg(s, lower);
+}
+
+/* The bytes [addr, addr + len) of VRAM, or NULL if they are not all VRAM. */
+static uint8_t *ce_vram(NvrsGpuState *s, uint64_t addr, uint64_t len)
+{
+    if (addr > s->vram_size || len > s->vram_size - addr) {
+        return NULL;
+    }
+    return s->vram_ptr + addr;
+}
+
+static bool ce_sysmem(uint32_t target)
+{
+    return target == CE_TARGET_COHERENT_SYSMEM ||
+           target == CE_TARGET_NONCOHERENT_SYSMEM;
+}
+
+/* Moves one line; CE_ERR_* (nothing is written on a range error in VRAM). */
+static uint32_t ce_transfer(NvrsGpuState *s, uint32_t launch)
+{
+    PCIDevice *pdev = PCI_DEVICE(s);
+    uint32_t src_t = ce_reg(s, CE_SET_SRC_PHYS_MODE) & 3;
+    uint32_t dst_t = ce_reg(s, CE_SET_DST_PHYS_MODE) & 3;
+    uint64_t src = ce_addr(s, CE_OFFSET_IN_UPPER, CE_OFFSET_IN_LOWER);
+    uint64_t dst = ce_addr(s, CE_OFFSET_OUT_UPPER, CE_OFFSET_OUT_LOWER);
+    uint64_t len = ce_reg(s, CE_LINE_LENGTH_IN);
+    bool memset = launch & CE_LAUNCH_REMAP;
+    uint8_t buf[4096];
+    uint64_t done;
+
+    if (!(launch & CE_LAUNCH_DST_PHYSICAL) ||
+        (!memset && !(launch & CE_LAUNCH_SRC_PHYSICAL))) {
+        return CE_ERR_VIRTUAL;
+    }
+    if (!(launch & CE_LAUNCH_DST_PITCH) || (launch & CE_LAUNCH_MULTI_LINE) ||
+        (!memset && !(launch & CE_LAUNCH_SRC_PITCH))) {
+        return CE_ERR_LAYOUT;
+    }
+    if ((dst_t != CE_TARGET_LOCAL_FB && !ce_sysmem(dst_t)) ||
+        (!memset && src_t != CE_TARGET_LOCAL_FB && !ce_sysmem(src_t))) {
+        return CE_ERR_TARGET;
+    }
+    if (memset && (ce_reg(s, CE_SET_REMAP_COMPONENTS) != CE_REMAP_MEMSET32 ||
+                   (len & 3) || (dst & 3))) {
+        return CE_ERR_REMAP;
+    }
+    if ((dst_t == CE_TARGET_LOCAL_FB && !ce_vram(s, dst, len)) ||
+        (!memset && src_t == CE_TARGET_LOCAL_FB && !ce_vram(s, src, len))) {
+        return CE_ERR_RANGE;
+    }
+    if (memset) {
+        uint32_t v = ce_reg(s, CE_SET_REMAP_CONST_A);
+        unsigned i;
+
+        for (i = 0; i < sizeof(buf) / 4; i++) {
+            stl_le_p(buf + 4 * i, v);
+        }
+    }
+    /*
+     * In 4 KiB steps, so that system memory goes through the IOMMU page by
+     * page as a device's DMA does.
+     */
+    for (done = 0; done < len; done += sizeof(buf)) {
+        uint64_t n = MIN(sizeof(buf), len - done);
+        uint8_t *from = buf;
+
+        if (!memset) {
+            if (src_t == CE_TARGET_LOCAL_FB) {
+                from = ce_vram(s, src + done, n);
+            } else if (pci_dma_read(pdev, src + done, buf, n) != MEMTX_OK) {
+                return CE_ERR_RANGE;
+            }
+        }
+        if (dst_t == CE_TARGET_LOCAL_FB) {
+            memmove(ce_vram(s, dst + done, n), from, n);
+        } else if (pci_dma_write(pdev, dst + done, from, n) != MEMTX_OK) {
+            return CE_ERR_RANGE;
+        }
+        s->ce_bytes += n;
+    }
+    return CE_ERR_NONE;
+}
+
+/*
+ * LAUNCH_DMA: the transfer, then (if it worked) the semaphore release and
+ * the interrupt. The copy completes before the write returns.
+ */
+static void ce_launch(NvrsGpuState *s, uint32_t launch)
+{
+    PCIDevice *pdev = PCI_DEVICE(s);
+    uint32_t err = CE_ERR_NONE;
+
+    s->ce_launches++;
+    if (CE_LAUNCH_TRANSFER(launch)) {
+        err = ce_transfer(s, launch);
+    }
+    s->ce_error = err;
+    if (err) {
+        return;
+    }
+    if (CE_LAUNCH_SEMAPHORE(launch) == 1) {
+        uint64_t sem = ce_addr(s, CE_SET_SEMAPHORE_A, CE_SET_SEMAPHORE_B);
+        uint8_t payload[4];
+
+        stl_le_p(payload, ce_reg(s, CE_SET_SEMAPHORE_PAYLOAD));
+        if (pci_dma_write(pdev, sem, payload, 4) != MEMTX_OK) {
+            s->ce_error = CE_ERR_RANGE;
+            return;
+        }
+    }
+    if (CE_LAUNCH_INTERRUPT(launch)) {
+        s->intr |= 1;
+        pci_set_irq(pdev, 1);
+    }
+}
+
+static void ce_method_write(NvrsGpuState *s, hwaddr method, uint32_t val)
+{
+    s->ce_method[method / 4] = val;
+    if (method == CE_LAUNCH_DMA) {
+        ce_launch(s, val);
     }
 }
 
@@ -506,6 +721,10 @@ static uint64_t nvrs_gpu_bar0_read(void *opaque, hwaddr addr, unsigned size)
     uint32_t window = s->mmu_version == 3 ? NV_XAL_EP_BAR0_WINDOW
                                           : NV_PBUS_BAR0_WINDOW;
 
+    if (addr >= NVRS_MODEL_CE_BASE &&
+        addr < NVRS_MODEL_CE_BASE + NVRS_MODEL_CE_SIZE) {
+        return ce_reg(s, addr - NVRS_MODEL_CE_BASE);
+    }
     if (addr >= NVRS_MODEL_BASE) {
         return model_reg_read(s, addr - NVRS_MODEL_BASE);
     }
@@ -571,6 +790,16 @@ static void nvrs_gpu_bar0_write(void *opaque, hwaddr addr, uint64_t val,
             pramin_place(s, (val & 0xffffffull) << 16,
                          ((val >> 24) & 3) == 0);
         }
+        return;
+    }
+    if (addr >= NVRS_MODEL_CE_BASE &&
+        addr < NVRS_MODEL_CE_BASE + NVRS_MODEL_CE_SIZE) {
+        ce_method_write(s, addr - NVRS_MODEL_CE_BASE, val);
+        return;
+    }
+    if (addr == NVRS_MODEL_BASE + NVRS_MODEL_INTR) {
+        s->intr &= ~(uint32_t)val;
+        pci_set_irq(PCI_DEVICE(s), s->intr != 0);
         return;
     }
     switch (addr) {
@@ -716,6 +945,13 @@ static void nvrs_gpu_reset(DeviceState *dev)
     s->bar1_tx = 0;
     s->rx_hi_latch = 0;
     s->tx_hi_latch = 0;
+    memset(s->ce_method, 0, sizeof(s->ce_method));
+    s->ce_launches = 0;
+    s->ce_bytes = 0;
+    s->ce_bytes_hi_latch = 0;
+    s->ce_error = CE_ERR_NONE;
+    s->intr = 0;
+    pci_set_irq(PCI_DEVICE(s), 0);
     pramin_place(s, 0, true);
 }
 

@@ -115,8 +115,39 @@ for spec in "$@"; do
 	# Not through BAR1 yet: dma-bufs.
 	tool "$bdf: dma-bufs refused with EOPNOTSUPP" \
 		alloc A $i 2M \; !EOPNOTSUPP export A 0 2M \; free A
+	# Scrubbing: the copy engine zeroes what a CPU mapping wrote before the
+	# memory is handed out again.
+	expect_eq "$bdf: nvrs uses the model's copy engine" model \
+		"$(sed -n 's/^copy_engine: \([a-z]*\).*/\1/p' $info)"
+	l0=$(sed -n 's/^copy_engine: model, \([0-9]*\) launches.*/\1/p' $info)
+	tool "$bdf: memory written through BAR1 comes back zeroed" \
+		alloc A $i 2M \; wr A 0x10000 0x5a5a5a5a \; free A \; \
+		alloc B $i 2M \; rd B 0x10000 0 \; free B
+	l1=$(sed -n 's/^copy_engine: model, \([0-9]*\) launches.*/\1/p' $info)
+	expect_eq "$bdf: the copy engine scrubbed it" yes \
+		"$([ -n "$l0" ] && [ "${l1:-0}" -gt "$l0" ] && echo yes || echo no)"
 	echo "nvrs-hostcheck: gmmu-empty $i $inst $mmu $((bar1 / 2))"
 	sh /scenarios/hostsync.sh
+	i=$((i + 1))
+done
+# Without the copy engine the CPU scrubs through BAR1's scrub slot.
+check "rmmod consumer" rmmod nvrs_consumer
+check "rmmod nvrs" rmmod nvrs
+check "insmod nvrs bind_nvidia=1 test_no_copy_engine=1" \
+	insmod $M/nvrs.ko bind_nvidia=1 test_no_copy_engine=1
+check "insmod consumer" insmod $M/nvrs_consumer.ko
+i=0
+for spec in "$@"; do
+	model_fields "$spec"
+	bdf=$(pci_functions 0x10de 0x$dev | head -n1)
+	info=$D/$bdf/info
+	expect_eq "$bdf: no copy engine used" none \
+		"$(sed -n 's/^copy_engine: \([a-z]*\).*/\1/p' $info 2>/dev/null)"
+	tool "$bdf: the CPU scrubs through BAR1 what a CPU mapping wrote" \
+		alloc A $i 2M \; wr A 0x10000 0x5a5a5a5a \; free A \; \
+		alloc B $i 2M \; rd B 0x10000 0 \; free B
+	expect_eq "$bdf: nothing of BAR1 handed out after it" "0 B" \
+		"$(sed -n 's/^bar1_mapped: //p' $info)"
 	i=$((i + 1))
 done
 check "rmmod consumer" rmmod nvrs_consumer

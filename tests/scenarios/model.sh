@@ -47,6 +47,7 @@ for spec in "$@"; do
 	model "$bdf: a remap or unmap is not seen until the TLB is invalidated" $bdf tlb
 	model "$bdf: a write to a read-only page is dropped and counted" $bdf readonly
 	model "$bdf: BAR1 rx/tx counters count the bytes" $bdf counters
+	model "$bdf: the copy engine copies and memsets VRAM, interrupts, refuses" $bdf ce
 	# The walk's tables, as the last check left them, are what the runner reads.
 	model "$bdf: the walk's tables rebuilt for the runner's walker" $bdf walk $i
 	check "$bdf: disable the function" sh -c "echo 0 >/sys/bus/pci/devices/$bdf/enable"

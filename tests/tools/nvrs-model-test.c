@@ -17,6 +17,8 @@
  *   tlb                                    a stale translation until invalidate
  *   readonly                               a write to a read-only page
  *   counters                               BAR1 rx/tx bytes
+ *   ce                                     the copy engine: a memset and a copy
+ *                                          in VRAM, its interrupt, refusals
  *   unmapped VA                            BAR1 at VA reads all-ones, one fault
  *                                          (touches no register: for a bound GPU)
  * Exit status 0 when the check holds, 1 when it does not (one line on
@@ -59,6 +61,30 @@
 #define MODEL_TX_LO (MODEL + 0x28)
 #define MODEL_TX_HI (MODEL + 0x2c)
 #define MODEL_MMU (MODEL + 0x30)
+#define MODEL_CE_LAUNCHES (MODEL + 0x34)
+#define MODEL_CE_BYTES_LO (MODEL + 0x38)
+#define MODEL_CE_BYTES_HI (MODEL + 0x3c)
+#define MODEL_CE_ERROR (MODEL + 0x40)
+#define MODEL_INTR (MODEL + 0x44)
+/* The copy engine's methods (NVC1B5_*), at BAR0 + 0xff1000. */
+#define CE(m) (0xff1000 + (m))
+#define CE_SET_SRC_PHYS_MODE 0x260
+#define CE_SET_DST_PHYS_MODE 0x264
+#define CE_LAUNCH_DMA 0x300
+#define CE_OFFSET_IN_UPPER 0x400
+#define CE_OFFSET_IN_LOWER 0x404
+#define CE_OFFSET_OUT_UPPER 0x408
+#define CE_OFFSET_OUT_LOWER 0x40c
+#define CE_LINE_LENGTH_IN 0x418
+#define CE_SET_REMAP_CONST_A 0x700
+#define CE_SET_REMAP_COMPONENTS 0x708
+/* LAUNCH_DMA: non-pipelined, pitch, physical; REMAP; non-blocking interrupt. */
+#define LAUNCH_COPY ((2u << 0) | (1u << 7) | (1u << 8) | (1u << 12) | (1u << 13))
+#define LAUNCH_REMAP (1u << 10)
+#define LAUNCH_INTR (2u << 5)
+#define REMAP_MEMSET32 ((4u << 0) | (3u << 16))
+#define CE_ERR_VIRTUAL 1
+#define CE_ERR_RANGE 4
 #define FAULT_PDE_INVALID 4
 #define FAULT_READ_ONLY 8
 
@@ -416,6 +442,70 @@ static int check_counters(void)
 	return 0;
 }
 
+/* One launch of the copy engine from VRAM src (or a memset of value) to dst. */
+static uint32_t ce_launch(uint64_t dst, uint64_t src, uint32_t len, uint32_t launch,
+			  uint32_t value)
+{
+	wr32(CE(CE_SET_SRC_PHYS_MODE), 0);
+	wr32(CE(CE_SET_DST_PHYS_MODE), 0);
+	wr32(CE(CE_OFFSET_IN_UPPER), src >> 32);
+	wr32(CE(CE_OFFSET_IN_LOWER), src);
+	wr32(CE(CE_OFFSET_OUT_UPPER), dst >> 32);
+	wr32(CE(CE_OFFSET_OUT_LOWER), dst);
+	wr32(CE(CE_LINE_LENGTH_IN), len);
+	wr32(CE(CE_SET_REMAP_CONST_A), value);
+	wr32(CE(CE_SET_REMAP_COMPONENTS), REMAP_MEMSET32);
+	wr32(CE(CE_LAUNCH_DMA), launch);
+	return rd32(MODEL_CE_ERROR);
+}
+
+static int check_ce(void)
+{
+	uint64_t bytes = counter(MODEL_CE_BYTES_LO, MODEL_CE_BYTES_HI);
+	uint32_t launches = rd32(MODEL_CE_LAUNCHES), err;
+
+	vram_fill(PAGE64_A, 0xce000000, 64 * KIB);
+	/* A memset of 64 KiB, then a copy of it over a filled page. */
+	err = ce_launch(PAGE64_B, 0, 64 * KIB, LAUNCH_COPY | LAUNCH_REMAP, 0xc0ffee00);
+	if (err)
+		return fail("a memset was refused with %" PRIu64 " (%" PRIu64 ")", err, 0);
+	for (uint64_t o = 0; o < 64 * KIB; o += 4 * KIB)
+		if (vram_rd32(PAGE64_B + o) != 0xc0ffee00)
+			return fail("after the memset VRAM %#" PRIx64 " holds %#" PRIx64,
+				    PAGE64_B + o, vram_rd32(PAGE64_B + o));
+	err = ce_launch(PAGE64_B, PAGE64_A, 64 * KIB, LAUNCH_COPY | LAUNCH_INTR, 0);
+	if (err)
+		return fail("a copy was refused with %" PRIu64 " (%" PRIu64 ")", err, 0);
+	for (uint64_t o = 0; o < 64 * KIB; o += 4 * KIB)
+		if (vram_rd32(PAGE64_B + o) != 0xce000000 + o / 4)
+			return fail("after the copy VRAM %#" PRIx64 " holds %#" PRIx64,
+				    PAGE64_B + o, vram_rd32(PAGE64_B + o));
+	/* The copy asked for an interrupt; it stays pending until cleared. */
+	if (rd32(MODEL_INTR) != 1)
+		return fail("interrupt status %#" PRIx64 " after the copy (%" PRIu64 ")",
+			    rd32(MODEL_INTR), 1);
+	wr32(MODEL_INTR, 1);
+	if (rd32(MODEL_INTR) != 0)
+		return fail("interrupt status %#" PRIx64 " after clearing (%" PRIu64 ")",
+			    rd32(MODEL_INTR), 0);
+	/* Refused: a virtual destination, a copy past VRAM. Nothing changes. */
+	err = ce_launch(PAGE64_B, PAGE64_A, 64 * KIB, LAUNCH_COPY & ~(1u << 13), 0);
+	if (err != CE_ERR_VIRTUAL)
+		return fail("a virtual destination gave error %" PRIu64 ", not %" PRIu64,
+			    err, CE_ERR_VIRTUAL);
+	err = ce_launch(~0ull >> 16, PAGE64_A, 64 * KIB, LAUNCH_COPY, 0);
+	if (err != CE_ERR_RANGE)
+		return fail("a copy past VRAM gave error %" PRIu64 ", not %" PRIu64,
+			    err, CE_ERR_RANGE);
+	if (rd32(MODEL_CE_LAUNCHES) - launches != 4)
+		return fail("%" PRIu64 " launches counted for %" PRIu64,
+			    rd32(MODEL_CE_LAUNCHES) - launches, 4);
+	if (counter(MODEL_CE_BYTES_LO, MODEL_CE_BYTES_HI) - bytes != 128 * KIB)
+		return fail("the copy engine counted %" PRIu64 " bytes for %" PRIu64,
+			    counter(MODEL_CE_BYTES_LO, MODEL_CE_BYTES_HI) - bytes, 128 * KIB);
+	return 0;
+}
+
 static int check_unmapped(uint64_t va)
 {
 	uint32_t faults = rd32(MODEL_FAULTS), got = b1rd32(va);
@@ -463,6 +553,8 @@ int main(int argc, char **argv)
 		return check_readonly();
 	if (!strcmp(what, "counters"))
 		return check_counters();
+	if (!strcmp(what, "ce"))
+		return check_ce();
 	fprintf(stderr, "nvrs-model-test: unknown check '%s' or wrong arguments\n", what);
 	return 2;
 }
