@@ -40,6 +40,7 @@
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+nvrs_bootstrap qemu
 nvrs_bootstrap bench
 # The in-kernel benchmark is built into the module only for this.
 NVRS_BENCH=1 nvrs_build
@@ -77,6 +78,9 @@ for boot in $(seq 1 "$BOOTS"); do
 	echo "== VM boot $boot of $BOOTS, IOMMU lazy =="
 	vm_bench "bench-vm-$boot-lazy" "$OUT/bench-vm-$boot.txt" --iommu-mode lazy \
 		--scenario bench_dma
+	echo "== VM boot $boot of $BOOTS, with the GPU model =="
+	vm_bench "bench-vm-$boot-model" "$OUT/bench-vm-$boot.txt" --model-gpu GH100:1024:256 \
+		--scenario bench_model
 done
 
 # The same lines as a table (ratio > 1: nvrs takes less time than the anchor).

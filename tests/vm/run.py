@@ -158,7 +158,7 @@ def build_initramfs(workdir, modules, scenarios, cmdline_env, bins=(), scripts=(
     # A consumer author's scripts (--script), run by the "consumer" scenario.
     for sc in scripts:
         shutil.copy(sc, os.path.join(root, "consumer", os.path.basename(sc)))
-    for helper in ("lib.sh", "hostsync.sh"):
+    for helper in ("lib.sh", "benchlib.sh", "hostsync.sh"):
         shutil.copy(os.path.join(TESTS, "scenarios", helper), os.path.join(root, "scenarios", helper))
     for s in scenarios:
         shutil.copy(os.path.join(TESTS, "scenarios", s + ".sh"),
