@@ -50,6 +50,9 @@
 //! read-side section that keeps the device-managed BAR0 mapped, and do not sleep),
 //! `Bar1Space::scrub` (BAR1's scrub slot, held while a scrub writes through it; taken with
 //! nothing held, `Bar1Space::state` under it),
+//! `ModelCe::launch` (the GPU model's copy engine, one launch at a time, [`crate::ce`]; taken
+//! with nothing held by a scrub, and held while the launch's semaphore is polled, which
+//! sleeps; its BAR0 writes run in the RCU read-side section of the device-managed BAR0),
 //! `FbMemory::faults` (a GPU's fault controls, [`crate::faults`]; taken alone, or under a
 //! dma-buf's reservation lock by attach and map), `nvrs_ticker::lock` (C, `rust/faults.c`: the
 //! period of `revoke every`; taken alone, by the debugfs write, the driver's unbind and the
