@@ -412,6 +412,9 @@ impl Bar1Space {
             return Ok(());
         }
         self.with_regs(|regs, st| {
+            if st.cleared {
+                return Ok(());
+            }
             let end = start.checked_add(n).ok_or(EINVAL)?;
             if n == 0 || end >= nslots || slots::used_in(&st.slots, start, n) != n {
                 return Err(EINVAL);
@@ -512,10 +515,12 @@ impl Bar1Space {
     /// mapped any more. A failure breaks the space.
     pub(crate) fn clear_all(&self) -> Result {
         let n = self.slots();
-        let done = self.with_regs(|regs, st| self.clear(regs, st, 0, n));
-        if done.is_ok() {
-            self.state.lock().cleared = true;
-        } else {
+        let done = self.with_regs(|regs, st| {
+            self.clear(regs, st, 0, n)?;
+            st.cleared = true;
+            Ok(())
+        });
+        if done.is_err() {
             self.broken.store(true, Relaxed);
         }
         done

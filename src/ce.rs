@@ -23,7 +23,10 @@ use kernel::{
     io::Io,
     new_mutex, pci,
     prelude::*,
-    sync::{Arc, Mutex},
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc, Mutex,
+    },
     time::{delay::fsleep, Delta},
 };
 
@@ -49,9 +52,11 @@ const SET_REMAP_COMPONENTS: usize = 0x708;
 /// `SET_*_PHYS_MODE_TARGET`.
 const TARGET_LOCAL_FB: u32 = 0;
 const TARGET_COHERENT_SYSMEM: u32 = 1;
-/// `LAUNCH_DMA`: `DATA_TRANSFER_TYPE_NON_PIPELINED`, `SEMAPHORE_TYPE_RELEASE_ONE_WORD`,
-/// `SRC_`/`DST_MEMORY_LAYOUT_PITCH`, `SRC_`/`DST_TYPE_PHYSICAL`; `REMAP_ENABLE` for a memset.
-const LAUNCH: u32 = 2 | (1 << 3) | (1 << 7) | (1 << 8) | (1 << 12) | (1 << 13);
+/// `LAUNCH_DMA`: `DATA_TRANSFER_TYPE_NON_PIPELINED`, `FLUSH_ENABLE` (the data lands before
+/// the semaphore), `SEMAPHORE_TYPE_RELEASE_ONE_WORD`, `SRC_`/`DST_MEMORY_LAYOUT_PITCH`,
+/// `SRC_`/`DST_TYPE_PHYSICAL`; `REMAP_ENABLE` for a memset (whose `LINE_LENGTH_IN` then counts
+/// 4-byte components, not bytes).
+const LAUNCH: u32 = 2 | (1 << 2) | (1 << 3) | (1 << 7) | (1 << 8) | (1 << 12) | (1 << 13);
 const LAUNCH_REMAP: u32 = 1 << 10;
 /// `SET_REMAP_COMPONENTS`: `DST_X_CONST_A`, `COMPONENT_SIZE_FOUR`, `NUM_DST_COMPONENTS_ONE`.
 const REMAP_MEMSET32: u32 = 4 | (3 << 16);
@@ -116,6 +121,9 @@ pub(crate) struct ModelCe {
     /// Held across a launch and its wait.
     #[pin]
     launch: Mutex<Launch>,
+    /// A launch did not complete in time: it may still write, so the engine is not used again
+    /// and the GPU's memory is not handed out any more ([`Self::is_wedged`]).
+    wedged: Atomic<bool>,
 }
 
 impl ModelCe {
@@ -128,6 +136,7 @@ impl ModelCe {
             pin_init!(Self {
                 bar1,
                 launch <- new_mutex!(Launch { payload: 0, sem: Some(sem) }, "ModelCe::launch"),
+                wedged: Atomic::new(false),
             }),
             GFP_KERNEL,
         )?;
@@ -165,17 +174,45 @@ impl ModelCe {
             }
             Ok(())
         })();
-        self.copy(Target::Vram(page), Target::Sys(save), len)?;
-        tested
+        let restored = self.copy(Target::Vram(page), Target::Sys(save), len);
+        // The saved page may be someone's data (a retired manager's pinned memory): not left
+        // in freed system memory.
+        // SAFETY: No launch is in flight (each completed or failed before returning), so the
+        // engine does not write the buffer; `buf` is `2 * TEST_LEN` bytes.
+        unsafe { core::ptr::write_bytes(buf.as_mut_ptr().cast::<u8>(), 0, 2 * TEST_LEN) };
+        restored.and(tested)
     }
 
-    /// Fills `[fb, fb + len)` of VRAM with the 32-bit `value` (both 4-byte aligned).
+    /// Whether a launch timed out ([`Self::wedged`]).
+    pub(crate) fn is_wedged(&self) -> bool {
+        self.wedged.load(Relaxed)
+    }
+
+    /// `EINVAL` unless `[fb, fb + len)` lies in VRAM below BAR1's tables.
+    fn check_vram(&self, t: Target, len: u64) -> Result {
+        match t {
+            Target::Vram(fb) => match fb.checked_add(len) {
+                Some(end) if end <= self.bar1.layout().instance_block() => Ok(()),
+                _ => Err(EINVAL),
+            },
+            Target::Sys(_) => Ok(()),
+        }
+    }
+
+    /// Fills `[fb, fb + len)` of VRAM below BAR1's tables with the 32-bit `value` (both 4-byte
+    /// aligned).
     pub(crate) fn fill(&self, fb: u64, len: u64, value: u32) -> Result {
+        if fb % 4 != 0 || len % 4 != 0 {
+            return Err(EINVAL);
+        }
+        self.check_vram(Target::Vram(fb), len)?;
         self.transfer(Target::Vram(fb), Op::Fill(value), len)
     }
 
-    /// Copies `len` bytes from `src` to `dst`.
+    /// Copies `len` bytes from `src` to `dst` (VRAM below BAR1's tables, or system memory).
     pub(crate) fn copy(&self, dst: Target, src: Target, len: u64) -> Result {
+        self.check_vram(dst, len)?;
+        self.check_vram(src, len)?;
         self.transfer(dst, Op::Copy(src), len)
     }
 
@@ -196,6 +233,9 @@ impl ModelCe {
 
     fn launch_one(&self, dst: Target, op: &Op, len: u64) -> Result {
         let mut st = self.launch.lock();
+        if self.is_wedged() {
+            return Err(EIO);
+        }
         st.payload = st.payload.wrapping_add(1);
         let want = st.payload;
         let Some(sem_buf) = st.sem.as_ref() else {
@@ -203,12 +243,13 @@ impl ModelCe {
         };
         let sem = sem_buf.dma_address();
         let (dst_t, dst_a) = dst.split();
-        let (src_t, src_a, launch, value) = match *op {
+        let (src_t, src_a, launch, value, line) = match *op {
             Op::Copy(src) => {
                 let (t, a) = src.split();
-                (t, a, LAUNCH, 0)
+                (t, a, LAUNCH, 0, len)
             }
-            Op::Fill(v) => (TARGET_LOCAL_FB, 0, LAUNCH | LAUNCH_REMAP, v),
+            // With the remap, the line is counted in 4-byte components.
+            Op::Fill(v) => (TARGET_LOCAL_FB, 0, LAUNCH | LAUNCH_REMAP, v, len / 4),
         };
         let lo = |a: u64| (a & 0xffff_ffff) as u32;
         let hi = |a: u64| ((a >> 32) & 0x1_ffff) as u32;
@@ -223,7 +264,7 @@ impl ModelCe {
                 (OFFSET_IN_LOWER, lo(src_a)),
                 (OFFSET_OUT_UPPER, hi(dst_a)),
                 (OFFSET_OUT_LOWER, lo(dst_a)),
-                (LINE_LENGTH_IN, u32::try_from(len)?),
+                (LINE_LENGTH_IN, u32::try_from(line)?),
                 (LINE_COUNT, 1),
                 (SET_REMAP_CONST_A, value),
                 (SET_REMAP_COMPONENTS, REMAP_MEMSET32),
@@ -249,6 +290,8 @@ impl ModelCe {
             }
             fsleep(Delta::from_micros(if i < SPIN_POLLS { 1 } else { 10 }));
         }
+        self.wedged.store(true, Relaxed);
+        pr_err!("GPU model: a copy-engine launch did not complete; the engine is not used again\n");
         Err(ETIMEDOUT)
     }
 

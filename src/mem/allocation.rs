@@ -25,7 +25,10 @@ use kernel::{
     new_mutex,
     prelude::*,
     sync::{
-        atomic::Atomic,
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
         Arc,
         Mutex, //
     },
@@ -357,10 +360,12 @@ impl Allocation {
             for inode in st.mapped.iter() {
                 inode.zap(self.span.start(), self.span.len());
             }
-            // With no user mapping left, BAR1 lets go of the memory too; if it cannot, the GPU
-            // hands nothing out any more ([`crate::mem::fb::FbMemory::blocked`]).
+            // With no user mapping left, BAR1 lets go of the memory too; if it cannot, the
+            // memory never goes back ([`fb::FbMemory::blocked`] refuses new allocations too).
             if let Some((va, pages)) = st.cpu_window.take() {
-                let _ = self.backing.mem.reach.release(va, pages);
+                if !self.backing.mem.reach.release(va, pages) {
+                    self.backing.stuck.store(true, Relaxed);
+                }
             }
             (core::mem::take(&mut st.mapped), st.dropping)
         };

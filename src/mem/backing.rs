@@ -99,7 +99,8 @@ pub(crate) struct Backing {
     pub(crate) p2pdma: bool,
     /// nvrs holds a reference on each of those pages (from creation to release).
     pub(super) pages_held: Atomic<bool>,
-    /// A request held some of them past the bound: the memory is never handed out again.
+    /// A request held some of them past the bound, or BAR1 could not unmap the memory: it is
+    /// never handed out again.
     pub(super) stuck: Atomic<bool>,
 }
 
@@ -144,12 +145,13 @@ impl Backing {
             return;
         }
         // Struct pages (dropped at release, unless the backing never became reachable) that a
-        // request still held past the bound: the memory stays allocated.
+        // request still held past the bound, or a BAR1 run that could not be unmapped: the
+        // memory stays allocated.
         if self.p2pdma {
             self.drop_pages();
-            if self.stuck.load(Relaxed) {
-                return;
-            }
+        }
+        if self.stuck.load(Relaxed) {
+            return;
         }
         // Writing the aperture only while GPU removal waits for us; once the GPU is going away
         // its manager dies with it (or stays retired while pins from before the removal exist)

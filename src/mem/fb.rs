@@ -442,8 +442,11 @@ impl FbMemory {
         if self.blocked_by.iter().any(|old| old.held_bytes() != 0) {
             return Err(EBUSY);
         }
-        // BAR1 failed to unmap: it may still reach memory that went back.
-        if self.reach.bar1().is_some_and(|b| b.is_broken()) {
+        // BAR1 failed to unmap, or a copy-engine launch never completed: either may still
+        // reach memory that went back.
+        if self.reach.bar1().is_some_and(|b| b.is_broken())
+            || self.reach.ce().is_some_and(|c| c.is_wedged())
+        {
             return Err(EIO);
         }
         Ok(())

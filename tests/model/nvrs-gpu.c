@@ -595,7 +595,10 @@ static bool ce_sysmem(uint32_t target)
            target == CE_TARGET_NONCOHERENT_SYSMEM;
 }
 
-/* Moves one line; CE_ERR_* (nothing is written on a range error in VRAM). */
+/*
+ * Moves one line; CE_ERR_*. Nothing is written if VRAM is out of range; a
+ * failed system-memory DMA stops the transfer where it failed.
+ */
 static uint32_t ce_transfer(NvrsGpuState *s, uint32_t launch)
 {
     PCIDevice *pdev = PCI_DEVICE(s);
@@ -603,8 +606,9 @@ static uint32_t ce_transfer(NvrsGpuState *s, uint32_t launch)
     uint32_t dst_t = ce_reg(s, CE_SET_DST_PHYS_MODE) & 3;
     uint64_t src = ce_addr(s, CE_OFFSET_IN_UPPER, CE_OFFSET_IN_LOWER);
     uint64_t dst = ce_addr(s, CE_OFFSET_OUT_UPPER, CE_OFFSET_OUT_LOWER);
-    uint64_t len = ce_reg(s, CE_LINE_LENGTH_IN);
     bool memset = launch & CE_LAUNCH_REMAP;
+    /* With the remap, the line counts components (4 bytes each here). */
+    uint64_t len = (uint64_t)ce_reg(s, CE_LINE_LENGTH_IN) * (memset ? 4 : 1);
     uint8_t buf[4096];
     uint64_t done;
 
@@ -621,11 +625,19 @@ static uint32_t ce_transfer(NvrsGpuState *s, uint32_t launch)
         return CE_ERR_TARGET;
     }
     if (memset && (ce_reg(s, CE_SET_REMAP_COMPONENTS) != CE_REMAP_MEMSET32 ||
-                   (len & 3) || (dst & 3))) {
+                   (dst & 3))) {
         return CE_ERR_REMAP;
     }
     if ((dst_t == CE_TARGET_LOCAL_FB && !ce_vram(s, dst, len)) ||
         (!memset && src_t == CE_TARGET_LOCAL_FB && !ce_vram(s, src, len))) {
+        return CE_ERR_RANGE;
+    }
+    /*
+     * Overlapping copies within VRAM are not modelled (a forward copy would
+     * read what it already wrote).
+     */
+    if (!memset && src_t == CE_TARGET_LOCAL_FB && dst_t == CE_TARGET_LOCAL_FB &&
+        src < dst + len && dst < src + len) {
         return CE_ERR_RANGE;
     }
     if (memset) {

@@ -65,7 +65,8 @@ pin_bar1() {
 	a=$(spread </tmp/b.anchor)
 	pp=$(paired /tmp/b.nvrs /tmp/b.anchor)
 	check "p2p pin through BAR1 $1 measured" test -n "$n" -a -n "$a" -a -n "$pp" \
-		-a "$(wc -l </tmp/b.nvrs)" = "$ROUNDS" -a "$(wc -l </tmp/b.anchor)" = "$ROUNDS"
+		-a "$(wc -l </tmp/b.nvrs)" = "$ROUNDS" -a "$(wc -l </tmp/b.anchor)" = "$ROUNDS" \
+		-a "$(grep -c '^FAIL' /tmp/b.txt)" = 0
 	[ -n "$n" ] && [ -n "$a" ] && set -- "$1" $n $a "$pp" &&
 		line "p2p_pin_bar1_$1" "$2" "$5" "rounds=$ROUNDS $8 $(minmax nvrs $3 $4) $(minmax anchor $6 $7) anchor_is=flat_aperture"
 }
@@ -85,6 +86,10 @@ r=1
 while [ $r -le $ROUNDS ]; do
 	for side in $([ $((r % 2)) = 1 ] && echo "ce cpu" || echo "cpu ce"); do
 		if [ $side = ce ]; then load; else load test_no_copy_engine=1; fi
+		want=model
+		[ $side = cpu ] && want=none
+		expect_eq "the $side side scrubs with: $want" $want \
+			"$(sed -n 's/^copy_engine: \([a-z]*\).*/\1/p' /sys/kernel/debug/nvrs/$mbdf/info)"
 		scrub_once >>/tmp/s.$side
 		unload
 	done

@@ -465,14 +465,19 @@ static int check_ce(void)
 	uint32_t launches = rd32(MODEL_CE_LAUNCHES), err;
 
 	vram_fill(PAGE64_A, 0xce000000, 64 * KIB);
+	vram_wr32(PAGE64_C, 0x0dd0dd00);
 	/* A memset of 64 KiB, then a copy of it over a filled page. */
-	err = ce_launch(PAGE64_B, 0, 64 * KIB, LAUNCH_COPY | LAUNCH_REMAP, 0xc0ffee00);
+	/* With the remap, LINE_LENGTH_IN counts 4-byte components. */
+	err = ce_launch(PAGE64_B, 0, 16 * KIB, LAUNCH_COPY | LAUNCH_REMAP, 0xc0ffee00);
 	if (err)
 		return fail("a memset was refused with %" PRIu64 " (%" PRIu64 ")", err, 0);
 	for (uint64_t o = 0; o < 64 * KIB; o += 4 * KIB)
 		if (vram_rd32(PAGE64_B + o) != 0xc0ffee00)
 			return fail("after the memset VRAM %#" PRIx64 " holds %#" PRIx64,
 				    PAGE64_B + o, vram_rd32(PAGE64_B + o));
+	if (vram_rd32(PAGE64_C) != 0x0dd0dd00)
+		return fail("the memset of %" PRIu64 " components wrote past them: %#" PRIx64,
+			    16 * KIB, vram_rd32(PAGE64_C));
 	err = ce_launch(PAGE64_B, PAGE64_A, 64 * KIB, LAUNCH_COPY | LAUNCH_INTR, 0);
 	if (err)
 		return fail("a copy was refused with %" PRIu64 " (%" PRIu64 ")", err, 0);
@@ -488,7 +493,7 @@ static int check_ce(void)
 	if (rd32(MODEL_INTR) != 0)
 		return fail("interrupt status %#" PRIx64 " after clearing (%" PRIu64 ")",
 			    rd32(MODEL_INTR), 0);
-	/* Refused: a virtual destination, a copy past VRAM. Nothing changes. */
+	/* Refused: a virtual destination, a copy past VRAM, an overlapping copy. */
 	err = ce_launch(PAGE64_B, PAGE64_A, 64 * KIB, LAUNCH_COPY & ~(1u << 13), 0);
 	if (err != CE_ERR_VIRTUAL)
 		return fail("a virtual destination gave error %" PRIu64 ", not %" PRIu64,
@@ -497,7 +502,11 @@ static int check_ce(void)
 	if (err != CE_ERR_RANGE)
 		return fail("a copy past VRAM gave error %" PRIu64 ", not %" PRIu64,
 			    err, CE_ERR_RANGE);
-	if (rd32(MODEL_CE_LAUNCHES) - launches != 4)
+	err = ce_launch(PAGE64_A + 4 * KIB, PAGE64_A, 64 * KIB, LAUNCH_COPY, 0);
+	if (err != CE_ERR_RANGE)
+		return fail("an overlapping copy gave error %" PRIu64 ", not %" PRIu64,
+			    err, CE_ERR_RANGE);
+	if (rd32(MODEL_CE_LAUNCHES) - launches != 5)
 		return fail("%" PRIu64 " launches counted for %" PRIu64,
 			    rd32(MODEL_CE_LAUNCHES) - launches, 4);
 	if (counter(MODEL_CE_BYTES_LO, MODEL_CE_BYTES_HI) - bytes != 128 * KIB)
