@@ -447,14 +447,39 @@ fn publish_p2pdma(pdev: &pci::Device<Core<'_>>, aperture: Aperture, fb: FbRange,
     }
 }
 
-/// The memory manager's one line of failure at probe, and the errno probe returns.
-fn memory_error(pdev: &pci::Device<Core<'_>>, e: Error) -> Error {
-    dev_err!(pdev, "cannot set up the memory manager: {e:?}\n");
-    if e == ENOMEM {
-        ENOMEM
-    } else {
-        ENODEV
+/// The memory manager of a GPU being probed, reached as `reach` says, refusing allocations
+/// while memory it overlaps is still held by pins from before an earlier removal (one line
+/// says so). A failure is one line too.
+fn new_memory(
+    pdev: &pci::Device<Core<'_>>,
+    probed: &Probed,
+    index: u32,
+    reach: Reach,
+) -> Result<Arc<FbMemory>> {
+    let (mem, held) = crate::mem::fb::new_blocked(
+        probed.ident.table,
+        reach,
+        probed.fb.offset,
+        probed.fb.size,
+        index,
+        probed.uuid,
+    )
+    .map_err(|e| {
+        dev_err!(pdev, "cannot set up the memory manager: {e:?}\n");
+        if e == ENOMEM {
+            ENOMEM
+        } else {
+            ENODEV
+        }
+    })?;
+    if held != 0 {
+        dev_warn!(
+            pdev,
+            "{} of this GPU's memory is still pinned from before its removal; allocations fail with EBUSY until those pins are put\n",
+            Size(held)
+        );
     }
+    Ok(mem)
 }
 
 /// Sets up the memory manager of the GPU model, over its VRAM below BAR1's tables, reached
@@ -476,25 +501,15 @@ fn model_memory(
     } else {
         ModelCe::new(pdev, bar1.clone()).ok()
     };
-    let (mem, held) = crate::mem::fb::new_blocked(
-        probed.ident.table,
+    let mem = new_memory(
+        pdev,
+        probed,
+        index,
         Reach::Bar1 {
             bar1: bar1.clone(),
             ce,
         },
-        probed.fb.offset,
-        probed.fb.size,
-        index,
-        probed.uuid,
-    )
-    .map_err(|e| memory_error(pdev, e))?;
-    if held != 0 {
-        dev_warn!(
-            pdev,
-            "{} of this GPU's memory is still pinned from before its removal; allocations fail with EBUSY until those pins are put\n",
-            Size(held)
-        );
-    }
+    )?;
     // CPU mappings go through BAR1; without it they fall back to uncached.
     if let Err(e) = crate::helpers::aperture_wc(pdev, bar1.phys(), bar1.layout().size()) {
         dev_warn!(
@@ -515,24 +530,14 @@ fn emulated_memory(
     index: u32,
 ) -> Result<Arc<FbMemory>> {
     let phys = aperture.phys + probed.fb.offset;
-    let (mem, held) = crate::mem::fb::new_blocked(
-        probed.ident.table,
+    let mem = new_memory(
+        pdev,
+        probed,
+        index,
         Reach::Flat {
             base: aperture.phys,
         },
-        probed.fb.offset,
-        probed.fb.size,
-        index,
-        probed.uuid,
-    )
-    .map_err(|e| memory_error(pdev, e))?;
-    if held != 0 {
-        dev_warn!(
-            pdev,
-            "{} of this GPU's memory is still pinned from before its removal; allocations fail with EBUSY until those pins are put\n",
-            Size(held)
-        );
-    }
+    )?;
     // Without it, user mappings fall back to uncached; they still work.
     if let Err(e) = crate::helpers::aperture_wc(pdev, phys, probed.fb.size) {
         dev_warn!(
