@@ -51,8 +51,13 @@ for spec in "$@"; do
 		alloc A $i 4M \; ctl pin 0 @A 0x400000 \; ctl map 0 \; \
 		ctl dma 0 0 0x11110000 \; ctl dma 0 0x210000 0x22220000 \; \
 		sh "echo nvrs-hostcheck: bar1-pages $i 64 >\$NVRS_OUT; echo nvrs-hostcheck: bar1-patterns $i 2 >\$NVRS_OUT; $HOSTSYNC" \; \
+		sh "nvrs-smi -q -i $bdf > /tmp/smi-q.txt 2>&1" \; \
 		ctl status 0 \; ctl put 0 \; \
 		sh "echo nvrs-hostcheck: bar1-pages $i 0 >\$NVRS_OUT; $HOSTSYNC" \; free A
+	# nvrs-smi -q, while pinned: BAR1's size, and what is mapped as its use.
+	expect_eq "$bdf: nvrs-smi -q BAR1 Memory Usage while 4 MiB are pinned" \
+		"Total : $bar1 MiB|Used : 4 MiB|" \
+		"$(sed -n '/BAR1 Memory Usage/,/Free/p' /tmp/smi-q.txt | sed -nE 's/^ *(Total|Used) *: /\1 : /p' | tr '\n' '|')"
 	phys=$(sed -n 's/.*dma ok phys \(0x[0-9a-f]*\) .*/\1/p' /tmp/tool.out | head -n1)
 	expect_eq "$bdf: get_pages returned BAR1 addresses" yes \
 		"$([ -n "$phys" ] && [ $((phys)) -ge $((base)) ] &&
