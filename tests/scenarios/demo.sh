@@ -108,6 +108,31 @@ if [ $# -gt 0 ]; then
 	else
 		not_ok "demo: an unmapped BAR1 read faults"
 	fi
+	demo "-- a 4 MiB pin: get_pages maps it into BAR1; edu DMAs to its BAR1 addresses --"
+	insmod /lib/modules/nvrs_consumer.ko
+	# The runner finds each pattern in the VRAM file through BAR1's tables.
+	base=$(printf '0x%x' $(($(sed -n 2p /sys/bus/pci/devices/$bdf/resource | cut -d' ' -f1))))
+	echo "nvrs-hostcheck: bar1 0 $base $(sed -n 's/^bar1_instance_block: //p' /sys/kernel/debug/nvrs/$bdf/info)"
+	echo "nvrs-hostcheck: bar1-patterns 0 4"
+	tx() {
+		nvrs-smi --json -i $bdf | sed -n "s/.*\"bar1_$1\": \([0-9]*\).*/\1/p" | head -n1
+	}
+	rx0=$(tx rx) tx0=$(tx tx)
+	nvrs-tool alloc A 0 4M \; ctl pin 0 @A 0x400000 \; ctl map 0 \; \
+		sh "nvrs-smi dmon -c 2 -d 1 -s tm -i $bdf >/tmp/dmon.txt 2>&1 &" \; \
+		ctl dma 0 0 0x11110000 \; ctl dma 0 0x10000 0x22220000 \; \
+		ctl dma 0 0x210000 0x33330000 \; ctl dma 0 0x3f0000 0x44440000 \; \
+		sh "$HOSTSYNC" \; \
+		sh "grep -E '^bar1_(mapped|exhausted)|^copy_engine' /sys/kernel/debug/nvrs/$bdf/info" \; \
+		sh "sleep 3" \; ctl put 0 \; free A >/tmp/demo-pin.txt 2>&1
+	pinned=$?
+	grep -E '^pinned|^dma ok|^bar1_|^copy_engine' /tmp/demo-pin.txt | show
+	demo "  BAR1 traffic the model counted: $(($(tx rx) - rx0)) bytes in, $(($(tx tx) - tx0)) out (edu's DMA: 2 KiB each way per pattern, and the CPU's readback)"
+	demo "-- nvrs-smi dmon -s tm while pinned (fb and bar1 MiB in use) --"
+	show </tmp/dmon.txt
+	expect_eq "demo: a pin through BAR1, DMAed by edu" 0 $pinned
+	demo "  after the put: $(sed -n 's/^bar1_mapped: /BAR1 mapped /p' /sys/kernel/debug/nvrs/$bdf/info)"
+	rmmod nvrs_consumer
 	check "demo: rmmod nvrs (model)" rmmod nvrs
 fi
 done_testing
