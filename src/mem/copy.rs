@@ -4,9 +4,10 @@
 //!
 //! A real GPU moves memory with a copy engine (CE): the driver pushes a copy into a channel and
 //! waits on a semaphore, and the CPU never touches the bytes. nvrs boots no GSP and runs no
-//! channels, so its only backend copies through the CPU and the aperture, which is what a GPU
-//! without a usable copy engine falls back to, and all the emulated GPUs have. A CE backend
-//! would implement [`CopyEngine`] and be chosen at probe; compaction does not change.
+//! channels; compaction's only backend copies through the CPU and a flat aperture, which is
+//! what a GPU without a usable copy engine falls back to, and all the emulated GPUs have. The
+//! GPU model has an engine ([`crate::ce`]), which scrubs its memory; compaction does not run
+//! there yet (its memory has no flat aperture), and would copy with that engine.
 
 use kernel::prelude::*;
 

@@ -8,11 +8,12 @@
 //! test-bed's GPU model: nvrs writes BAR1's page tables only there, [`crate::bar1`]) reaches
 //! its memory through BAR1, a window smaller than the memory: nothing in it is reachable until
 //! nvrs maps it, pins map their pages into it ([`crate::p2p::pin`]) and return BAR1 addresses,
-//! and scrubbing is done by the GPU's copy engine ([`crate::ce`]) or, without one, by the CPU
+//! CPU mappings map the whole allocation at a run of their own ([`crate::mem::cpu_map`]), and
+//! scrubbing is done by the GPU's copy engine ([`crate::ce`]) or, without one, by the CPU
 //! through a BAR1 slot of its own.
 //!
-//! On BAR1 only pins are implemented so far: CPU mappings, dma-bufs, P2PDMA and compaction ask
-//! for a flat aperture ([`Reach::flat`]) and fail with `EOPNOTSUPP` without one.
+//! Not yet through BAR1: dma-bufs, P2PDMA and compaction ask for a flat aperture
+//! ([`Reach::flat`]) and fail with `EOPNOTSUPP` without one.
 
 use kernel::{prelude::*, sync::Arc};
 
@@ -89,7 +90,8 @@ impl Reach {
         self.bar1().is_none_or(|b| release_run(b, va, pages))
     }
 
-    /// Zeroes `[fb, fb + len)` of the GPU's memory through the CPU. Sleeps.
+    /// Zeroes `[fb, fb + len)` of the GPU's memory: through the aperture, with the copy engine,
+    /// or through BAR1's scrub slot. Sleeps.
     ///
     /// # Safety
     ///
