@@ -135,7 +135,9 @@ impl Allocation {
         let phys = match (reach.flat(), reach.bar1(), st.cpu_window) {
             (Ok(base), _, _) => self.fb_offset_at(piece).map(|fb| base + fb),
             // The allocation's BAR1 run maps its pages in order.
-            (Err(_), Some(b), Some((va, n))) if u64::try_from(n).is_ok_and(|n| piece / P2P_PAGE_SIZE < n) => {
+            (Err(_), Some(b), Some((va, n)))
+                if u64::try_from(n).is_ok_and(|n| piece / P2P_PAGE_SIZE < n) =>
+            {
                 Some(b.phys() + va + piece)
             }
             _ => None,
