@@ -81,6 +81,9 @@ plain_data!(
     PmmMap,
     ProcessUsage,
     Processes,
+    ProcessEntry,
+    ProcessStats,
+    GpuCopyEngine,
     TopologyEndpoint,
     Topology,
     GpuPcie,
@@ -101,6 +104,10 @@ const _: () = assert!(uapi::IOCTL_PMM_MAP == _IOWR::<uapi::PmmMap>(uapi::IOCTL_M
 const _: () = assert!(uapi::IOCTL_PROCESSES == _IOWR::<uapi::Processes>(uapi::IOCTL_MAGIC, 7));
 const _: () = assert!(uapi::IOCTL_TOPOLOGY == _IOR::<uapi::Topology>(uapi::IOCTL_MAGIC, 8));
 const _: () = assert!(uapi::IOCTL_GPU_PCIE == _IOWR::<uapi::GpuPcie>(uapi::IOCTL_MAGIC, 9));
+const _: () =
+    assert!(uapi::IOCTL_PROCESS_STATS == _IOWR::<uapi::ProcessStats>(uapi::IOCTL_MAGIC, 10));
+const _: () =
+    assert!(uapi::IOCTL_GPU_COPY_ENGINE == _IOWR::<uapi::GpuCopyEngine>(uapi::IOCTL_MAGIC, 11));
 
 /// An open `/dev/nvrs`.
 pub(crate) struct NvrsFile {
@@ -161,6 +168,30 @@ impl NvrsFile {
             out.bar1_faults = c.faults;
             out.tlb_invalidates = c.tlb_invalidates;
             out.bar1_mapped = b.mapped();
+        }
+        w.write(&out)?;
+        Ok(0)
+    }
+
+    /// `NVRS_IOCTL_GPU_COPY_ENGINE`: the counters of the copy engine nvrs uses, zero (no
+    /// flags) where it uses none.
+    fn gpu_copy_engine(&self, arg: usize) -> Result<isize> {
+        let (mut r, mut w) = UserSlice::new(
+            UserPtr::from_addr(arg),
+            core::mem::size_of::<uapi::GpuCopyEngine>(),
+        )
+        .reader_writer();
+        let a: uapi::GpuCopyEngine = r.read()?;
+        let g = gpu::by_index(a.index).ok_or(ENODEV)?;
+        let mut out = uapi::GpuCopyEngine {
+            index: a.index,
+            ..Default::default()
+        };
+        if let Some(ce) = g.mem.as_ref().and_then(|m| m.reach.ce()) {
+            let (launches, bytes) = ce.counters()?;
+            out.flags = uapi::CE_IN_USE;
+            out.launches = launches.into();
+            out.bytes = bytes;
         }
         w.write(&out)?;
         Ok(0)
@@ -298,29 +329,90 @@ impl NvrsFile {
         )
         .reader_writer();
         let mut a: uapi::Processes = r.read()?;
-        if a.pad != 0 || a.count > uapi::PROCESSES_MAX {
+        if a.pad != 0 {
             return Err(EINVAL);
         }
-        let mut out = KVVec::new();
-        out.resize(
-            usize::try_from(a.count)?,
-            crate::vaspace::Usage::default(),
-            GFP_KERNEL,
-        )?;
-        let n = crate::vaspace::usage(&mut out);
+        let usage = Self::usage(a.count)?;
         let mut uw = UserSlice::new(
             UserPtr::from_addr(usize::try_from(a.entries)?),
-            n * core::mem::size_of::<uapi::ProcessUsage>(),
+            usage.len() * core::mem::size_of::<uapi::ProcessUsage>(),
         )
         .writer();
-        for u in out.iter().take(n) {
+        for u in usage.iter() {
             uw.write(&uapi::ProcessUsage {
                 pid: u.pid,
                 gpu: u.gpu,
                 bytes: u.bytes,
             })?;
         }
-        a.count = u32::try_from(n)?;
+        a.count = u32::try_from(usage.len())?;
+        w.write(&a)?;
+        Ok(0)
+    }
+
+    /// What each process holds on each GPU, at most `count` entries (`-EINVAL` past
+    /// [`uapi::PROCESSES_MAX`]).
+    fn usage(count: u32) -> Result<KVVec<crate::vaspace::Usage>> {
+        if count > uapi::PROCESSES_MAX {
+            return Err(EINVAL);
+        }
+        let mut out = KVVec::new();
+        out.resize(
+            usize::try_from(count)?,
+            crate::vaspace::Usage::default(),
+            GFP_KERNEL,
+        )?;
+        let n = crate::vaspace::usage(&mut out);
+        out.truncate(n);
+        Ok(out)
+    }
+
+    /// `NVRS_IOCTL_PROCESS_STATS`: [`uapi::ProcessEntry`]s of the size the caller knows.
+    fn process_stats(&self, arg: usize) -> Result<isize> {
+        let (mut r, mut w) = UserSlice::new(
+            UserPtr::from_addr(arg),
+            core::mem::size_of::<uapi::ProcessStats>(),
+        )
+        .reader_writer();
+        let mut a: uapi::ProcessStats = r.read()?;
+        let size = a.entry_size;
+        if a.pad != 0
+            || !(uapi::PROCESS_ENTRY_MIN..=uapi::PROCESS_ENTRY_MAX).contains(&size)
+            || size % 8 != 0
+        {
+            return Err(EINVAL);
+        }
+        let usage = Self::usage(a.count)?;
+        let stride = usize::try_from(size)?;
+        let filled = stride.min(core::mem::size_of::<uapi::ProcessEntry>());
+        // Zeroes for the part of each entry the kernel does not know (a newer caller's fields).
+        let zeroes = [0u8; 64];
+        let mut uw = UserSlice::new(
+            UserPtr::from_addr(usize::try_from(a.entries)?),
+            usage.len() * stride,
+        )
+        .writer();
+        for u in usage.iter() {
+            let e = uapi::ProcessEntry {
+                pid: u.pid,
+                gpu: u.gpu,
+                bytes: u.bytes,
+                allocations: u.allocations,
+                pins: u.pins,
+                dmabufs: u.dmabufs,
+                reserved: 0,
+            };
+            uw.write_slice(e.as_bytes().get(..filled).ok_or(EINVAL)?)?;
+            let mut rest = stride - filled;
+            while rest > 0 {
+                let n = rest.min(zeroes.len());
+                uw.write_slice(zeroes.get(..n).ok_or(EINVAL)?)?;
+                rest -= n;
+            }
+        }
+        a.version = uapi::PROCESS_STATS_VERSION;
+        a.count = u32::try_from(usage.len())?;
+        a.entry_size = u32::try_from(filled)?;
         w.write(&a)?;
         Ok(0)
     }
@@ -453,6 +545,8 @@ impl MiscDevice for NvrsFile {
             uapi::IOCTL_GPU_STATS => me.gpu_stats(arg),
             uapi::IOCTL_PMM_MAP => me.pmm_map(arg),
             uapi::IOCTL_PROCESSES => me.processes(arg),
+            uapi::IOCTL_PROCESS_STATS => me.process_stats(arg),
+            uapi::IOCTL_GPU_COPY_ENGINE => me.gpu_copy_engine(arg),
             uapi::IOCTL_TOPOLOGY => me.topology(arg),
             uapi::IOCTL_GPU_PCIE => me.gpu_pcie(arg),
             uapi::IOCTL_ALLOC => me.check_writer(file).and_then(|()| me.alloc(arg)),

@@ -295,6 +295,67 @@ pub(crate) struct Processes {
     pub(crate) entries: u64,
 }
 
+/// `NVRS_CE_IN_USE`: nvrs scrubs and compacts with the GPU's copy engine.
+pub(crate) const CE_IN_USE: u32 = 0x1;
+
+/// `struct nvrs_gpu_copy_engine`: `NVRS_IOCTL_GPU_COPY_ENGINE`, a GPU's copy engine.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct GpuCopyEngine {
+    /// In: GPU index.
+    pub(crate) index: u32,
+    /// Out: `CE_*`.
+    pub(crate) flags: u32,
+    /// Out: transfers carried out since the GPU's reset.
+    pub(crate) launches: u64,
+    /// Out: bytes copied or filled since then.
+    pub(crate) bytes: u64,
+}
+
+/// `NVRS_PROCESS_STATS_VERSION`: the version of [`ProcessStats`]'s entries.
+pub(crate) const PROCESS_STATS_VERSION: u32 = 1;
+/// The smallest `entry_size` of [`ProcessStats`]: the fields of [`ProcessUsage`].
+pub(crate) const PROCESS_ENTRY_MIN: u32 = 16;
+/// The largest `entry_size` of [`ProcessStats`].
+pub(crate) const PROCESS_ENTRY_MAX: u32 = 4096;
+
+/// `struct nvrs_process_entry`: one process's use of one GPU (version 1).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct ProcessEntry {
+    /// Process id (in the caller's PID namespace).
+    pub(crate) pid: i32,
+    /// GPU index.
+    pub(crate) gpu: u32,
+    /// Bytes of live allocations.
+    pub(crate) bytes: u64,
+    /// Live allocations.
+    pub(crate) allocations: u32,
+    /// Live `nvidia_p2p` pins on them.
+    pub(crate) pins: u32,
+    /// dma-buf exports of them that hold their memory.
+    pub(crate) dmabufs: u32,
+    /// Zero.
+    pub(crate) reserved: u32,
+}
+
+/// `struct nvrs_process_stats`: `NVRS_IOCTL_PROCESS_STATS`, what each process holds on each
+/// GPU.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct ProcessStats {
+    /// Out: [`PROCESS_STATS_VERSION`].
+    pub(crate) version: u32,
+    /// In: entries available at `entries` (at most [`PROCESSES_MAX`]); out: entries written.
+    pub(crate) count: u32,
+    /// In: bytes per entry at `entries`; out: bytes of each entry filled.
+    pub(crate) entry_size: u32,
+    /// Zero.
+    pub(crate) pad: u32,
+    /// In: user pointer to `count` entries of `entry_size` bytes.
+    pub(crate) entries: u64,
+}
+
 /// `NVRS_TOPO_MAX`: most endpoints (GPUs, then peer devices) [`Topology`] describes.
 pub(crate) const TOPO_MAX: usize = 32;
 /// The version of [`Topology`] (`@version: out: 1` in the header).
@@ -430,6 +491,10 @@ pub(crate) const IOCTL_PROCESSES: u32 = iowr::<Processes>(7);
 pub(crate) const IOCTL_TOPOLOGY: u32 = ior::<Topology>(8);
 /// `NVRS_IOCTL_GPU_PCIE`.
 pub(crate) const IOCTL_GPU_PCIE: u32 = iowr::<GpuPcie>(9);
+/// `NVRS_IOCTL_PROCESS_STATS`.
+pub(crate) const IOCTL_PROCESS_STATS: u32 = iowr::<ProcessStats>(10);
+/// `NVRS_IOCTL_GPU_COPY_ENGINE`.
+pub(crate) const IOCTL_GPU_COPY_ENGINE: u32 = iowr::<GpuCopyEngine>(11);
 
 // The sizes the header's layout gives (the host tests check every offset too).
 const _: () = assert!(size_of::<GpuInfo>() == 88);
@@ -440,6 +505,9 @@ const _: () = assert!(size_of::<ExportDmabuf>() == 24);
 const _: () = assert!(size_of::<PmmMap>() == 24);
 const _: () = assert!(size_of::<ProcessUsage>() == 16);
 const _: () = assert!(size_of::<Processes>() == 16);
+const _: () = assert!(size_of::<ProcessEntry>() == 32);
+const _: () = assert!(size_of::<ProcessStats>() == 24);
+const _: () = assert!(size_of::<GpuCopyEngine>() == 24);
 const _: () = assert!(size_of::<TopologyEndpoint>() == 64);
 const _: () = assert!(size_of::<GpuPcie>() == 40);
 const _: () = assert!(size_of::<Topology>() == 16 + 64 * TOPO_MAX + 2 * TOPO_MAX * TOPO_MAX);

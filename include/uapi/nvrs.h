@@ -279,6 +279,57 @@ struct nvrs_processes {
 	__u64 entries;
 };
 
+/* The version of struct nvrs_process_stats (its entries' fields). */
+#define NVRS_PROCESS_STATS_VERSION	1
+
+/**
+ * struct nvrs_process_entry - one process's use of one GPU (version 1)
+ * @pid: process id, as in struct nvrs_process_usage
+ * @gpu: GPU index
+ * @bytes: bytes of live allocations
+ * @allocations: live allocations
+ * @pins: live nvidia_p2p pins on those allocations (persistent or not)
+ * @dmabufs: dma-buf exports of those allocations that hold their memory
+ * @reserved: zero
+ *
+ * Later versions only add fields at the end.
+ */
+struct nvrs_process_entry {
+	__s32 pid;
+	__u32 gpu;
+	__u64 bytes;
+	__u32 allocations;
+	__u32 pins;
+	__u32 dmabufs;
+	__u32 reserved;
+};
+
+/**
+ * struct nvrs_process_stats - NVRS_IOCTL_PROCESS_STATS: what each process
+ *	holds on each GPU, for nvrs-smi pmon
+ * @version: out: NVRS_PROCESS_STATS_VERSION
+ * @count: in: entries available at @entries (at most 4096); out: entries
+ *	written
+ * @entry_size: in: bytes per entry at @entries, a multiple of 8 from 16
+ *	(the fields of struct nvrs_process_usage) to 4096; out: bytes of each
+ *	entry the kernel filled, the smaller of @entry_size and its own
+ *	sizeof(struct nvrs_process_entry); the rest of each entry is zeroed
+ * @pad: zero
+ * @entries: in: user pointer to @count entries of @entry_size bytes
+ *
+ * A program built against an older header passes its smaller entry size and
+ * gets the fields it knows. Processes are listed as NVRS_IOCTL_PROCESSES lists
+ * them (the caller's PID namespace). Errors: -EINVAL for a bad @count,
+ * @entry_size or @pad; -EFAULT for a bad pointer.
+ */
+struct nvrs_process_stats {
+	__u32 version;
+	__u32 count;
+	__u32 entry_size;
+	__u32 pad;
+	__u64 entries;
+};
+
 /* Most endpoints (GPUs, then peer devices) struct nvrs_topology describes. */
 #define NVRS_TOPO_MAX		32
 /* Links in struct nvrs_topology.link (as nvidia-smi topo -m names them). */
@@ -355,6 +406,28 @@ struct nvrs_gpu_pcie {
 	__u32 tlb_invalidates;
 };
 
+/* nvrs_gpu_copy_engine.flags: nvrs scrubs and compacts with the GPU's copy engine. */
+#define NVRS_CE_IN_USE		0x1
+
+/**
+ * struct nvrs_gpu_copy_engine - NVRS_IOCTL_GPU_COPY_ENGINE: a GPU's copy engine
+ * @index: in: GPU index
+ * @flags: out: NVRS_CE_*; without NVRS_CE_IN_USE the counters are zero (the
+ *	CPU scrubs and compacts, as on the emulated GPUs)
+ * @launches: out: transfers the engine carried out since the GPU's reset
+ *	(the GPU model counts 32 bits, which wrap)
+ * @bytes: out: bytes it copied or filled since then
+ *
+ * nvrs-smi dmon prints their growth. Errors: -ENODEV for an unknown GPU, or a
+ * GPU model being removed; -EFAULT for a bad pointer.
+ */
+struct nvrs_gpu_copy_engine {
+	__u32 index;
+	__u32 flags;
+	__u64 launches;
+	__u64 bytes;
+};
+
 #define NVRS_IOCTL_GPU_COUNT	_IOR(NVRS_IOCTL_MAGIC, 0, __u32)
 #define NVRS_IOCTL_GPU_INFO	_IOWR(NVRS_IOCTL_MAGIC, 1, struct nvrs_gpu_info)
 #define NVRS_IOCTL_ALLOC	_IOWR(NVRS_IOCTL_MAGIC, 2, struct nvrs_alloc)
@@ -365,5 +438,7 @@ struct nvrs_gpu_pcie {
 #define NVRS_IOCTL_PROCESSES	_IOWR(NVRS_IOCTL_MAGIC, 7, struct nvrs_processes)
 #define NVRS_IOCTL_TOPOLOGY	_IOR(NVRS_IOCTL_MAGIC, 8, struct nvrs_topology)
 #define NVRS_IOCTL_GPU_PCIE	_IOWR(NVRS_IOCTL_MAGIC, 9, struct nvrs_gpu_pcie)
+#define NVRS_IOCTL_PROCESS_STATS _IOWR(NVRS_IOCTL_MAGIC, 10, struct nvrs_process_stats)
+#define NVRS_IOCTL_GPU_COPY_ENGINE _IOWR(NVRS_IOCTL_MAGIC, 11, struct nvrs_gpu_copy_engine)
 
 #endif /* _UAPI_NVRS_H */

@@ -387,6 +387,17 @@ pub(crate) struct Usage {
     pub(crate) gpu: u32,
     /// Bytes allocated.
     pub(crate) bytes: u64,
+    /// Live allocations.
+    pub(crate) allocations: u32,
+    /// Live `nvidia_p2p` pins on them.
+    pub(crate) pins: u32,
+    /// dma-buf exports of them that hold their memory.
+    pub(crate) dmabufs: u32,
+}
+
+/// A count as `u32`, at most `u32::MAX`.
+fn saturated(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// Fills `out` with the memory each live VA space holds on each GPU (GPUs with none left out);
@@ -404,16 +415,33 @@ pub(crate) fn usage(out: &mut [Usage]) -> usize {
         let start = n;
         for (_, a) in inner.allocs.iter() {
             let gpu = a.mem().index;
-            let bytes = a.span.len();
-            if let Some(u) = out
-                .get_mut(start..n)
-                .and_then(|s| s.iter_mut().find(|u| u.gpu == gpu))
-            {
-                u.bytes += bytes;
-            } else if let Some(u) = out.get_mut(n) {
-                *u = Usage { pid, gpu, bytes };
-                n += 1;
-            }
+            let known = out
+                .get(start..n)
+                .and_then(|s| s.iter().position(|u| u.gpu == gpu));
+            let i = match known {
+                Some(i) => start + i,
+                None => {
+                    // No room left: the rest of this process's GPUs are left out.
+                    let Some(u) = out.get_mut(n) else {
+                        continue;
+                    };
+                    *u = Usage {
+                        pid,
+                        gpu,
+                        ..Usage::default()
+                    };
+                    n += 1;
+                    n - 1
+                }
+            };
+            let Some(u) = out.get_mut(i) else {
+                continue;
+            };
+            let st = a.state.lock();
+            u.bytes += a.span.len();
+            u.allocations = u.allocations.saturating_add(1);
+            u.pins = u.pins.saturating_add(saturated(st.pins));
+            u.dmabufs = u.dmabufs.saturating_add(saturated(st.dmabufs));
         }
     }
     n

@@ -6,6 +6,8 @@
 # JSON must parse (nvrs-smi renders it back) and match NVRS_IOCTL_GPU_STATS,
 # topo -m must be the matrix of debugfs topology, bad arguments must give one
 # line and status 2, and without nvrs loaded it must say so in one line.
+# NVRS_IOCTL_PROCESS_STATS (what pmon reads) must count the process's
+# allocations, pins and dma-bufs, in entries of any valid size.
 
 . /scenarios/lib.sh
 M=/lib/modules
@@ -26,7 +28,10 @@ tool "nvrs-smi while a process holds, pins and exports GPU memory" \
 	sh "$SMI pmm -i 0 --no-color --output /tmp/pmm.svg >/tmp/smi-pmm.txt" \; \
 	sh "$SMI pmm -i 0 --json >/tmp/smi-pmm.json" \; \
 	sh "$SMI -i $GPU0 --query-gpu=index --format=csv,noheader >/tmp/smi-i.txt" \; \
-	ctl put 0 \; close A \; free A
+	pstats \; pstats 16 \; pstats 24 \; pstats 4096 \; !EINVAL pstats 12 \; \
+	!EINVAL pstats 20 \; !EINVAL pstats 4104 \; \
+	sh "$SMI pmon -c 1 >/tmp/smi-pmon.txt" \; sh "$SMI pmon -c 1 --json >/tmp/smi-pmon.json" \; \
+	ctl put 0 \; close A \; free A \; pstats
 while IFS= read -r l; do diag "  $l"; done </tmp/smi-summary.txt
 check "  the summary shows both GPUs" sh -c "grep -c '00000000:0' /tmp/smi-summary.txt | grep -qx 2"
 check "  GPU0: 4 MiB + 64 KiB used of its memory, 2 MiB of BAR1 pinned" \
@@ -53,6 +58,24 @@ check "  pmm: the terminal map shows split, allocated and free roots" sh -c \
 check "  pmm: an SVG file with one cell per root" sh -c \
 	"grep -q '<svg' /tmp/pmm.svg && test \$(grep -o '<rect' /tmp/pmm.svg | wc -l) -gt 127"
 check "  pmm --json carries the roots and the histogram" grep -q '"histogram"' /tmp/smi-pmm.json
+SELF=$(sed -n 's/^pstats self \([0-9]*\) .*/\1/p' /tmp/tool.out | sed -n 1p)
+check "  PROCESS_STATS: 2 allocations (4 MiB + 64 KiB), 1 pin, 1 dma-buf" grep -qxE \
+	"pstats self $SELF version 1 count 1 size 32 $SELF:0:4259840:2:1:1" /tmp/tool.out
+check "  PROCESS_STATS: 16-byte entries get the usage fields only" grep -qxE \
+	"pstats self $SELF version 1 count 1 size 16 $SELF:0:4259840:-:-:-" /tmp/tool.out
+check "  PROCESS_STATS: 24-byte entries get the counts that fit" grep -qxE \
+	"pstats self $SELF version 1 count 1 size 24 $SELF:0:4259840:2:1:-" /tmp/tool.out
+check "  PROCESS_STATS: 4096-byte entries: 32 filled, the rest zeroed" grep -qxE \
+	"pstats self $SELF version 1 count 1 size 32 $SELF:0:4259840:2:1:1" /tmp/tool.out
+check "  PROCESS_STATS after the put, close and free: 64 KiB, no pin, no dma-buf" grep -qxE \
+	"pstats self $SELF version 1 count 1 size 32 $SELF:0:65536:1:0:0" /tmp/tool.out
+while IFS= read -r l; do diag "  $l"; done </tmp/smi-pmon.txt
+check "  pmon: the process's row, with its pin and dma-buf" grep -qE \
+	"^ +0 +$SELF +C +4\.1 +2 +1 +1 nvrs-tool$" /tmp/smi-pmon.txt
+check "  pmon: GPU1 has no process, a row of '-'" grep -qE \
+	"^ +1 +- +- +- +- +- +- -$" /tmp/smi-pmon.txt
+check "  pmon --json: the row as JSON" grep -q \
+	"\"pid\":$SELF,\"pins_count\":1,\"type\":\"C\"" /tmp/smi-pmon.json
 send_file /tmp/pmm.svg pmm-map.svg
 send_file /tmp/smi.json smi-snapshot.json
 
@@ -67,6 +90,7 @@ EXPECT=2 check "unknown query field: one line, status 2" bad $SMI --query-gpu=no
 EXPECT=2 check "bad format: one line, status 2" bad $SMI --query-gpu=index --format=xml
 EXPECT=2 check "topo without -m: one line, status 2" bad $SMI topo
 EXPECT=6 check "-i naming no GPU: one line, status 6" bad $SMI -i 7
+EXPECT=2 check "pmon -s u (no utilisation in nvrs): one line, status 2" bad $SMI pmon -s u
 check "rmmod consumer" rmmod nvrs_consumer
 check "rmmod nvrs" rmmod nvrs
 EXPECT=9 check "without nvrs loaded: one line, status 9" bad $SMI

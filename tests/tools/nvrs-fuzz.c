@@ -173,7 +173,7 @@ static void op_ioctl(void)
 		_IOWR(NVRS_IOCTL_MAGIC, 9, struct nvrs_alloc), 0,
 		NVRS_IOCTL_GPU_STATS, NVRS_IOCTL_EXPORT_DMABUF, NVRS_IOCTL_EXPORT_DMABUF,
 		NVRS_IOCTL_PMM_MAP, NVRS_IOCTL_PROCESSES, NVRS_IOCTL_TOPOLOGY,
-		NVRS_IOCTL_GPU_PCIE,
+		NVRS_IOCTL_GPU_PCIE, NVRS_IOCTL_PROCESS_STATS, NVRS_IOCTL_GPU_COPY_ENGINE,
 	};
 	union {
 		struct nvrs_alloc a;
@@ -184,6 +184,8 @@ static void op_ioctl(void)
 		struct nvrs_pmm_map pm;
 		struct nvrs_processes pr;
 		struct nvrs_gpu_pcie pc;
+		struct nvrs_process_stats ps;
+		struct nvrs_gpu_copy_engine ce;
 		uint8_t raw[512];
 	} u;
 	void *arg = &u;
@@ -206,6 +208,8 @@ static void op_ioctl(void)
 		u.st.index = pick(4) ? pick(gpus + 1) : next();
 	} else if (cmd == NVRS_IOCTL_GPU_PCIE) {
 		u.pc.index = pick(4) ? pick(gpus + 1) : next();
+	} else if (cmd == NVRS_IOCTL_GPU_COPY_ENGINE) {
+		u.ce.index = pick(4) ? pick(gpus + 1) : next();
 	} else if (cmd == NVRS_IOCTL_EXPORT_DMABUF) {
 		u.e.va = some_va();
 		u.e.size = pick(2) ? (1 + pick(8)) << 16 : some_size();
@@ -220,6 +224,13 @@ static void op_ioctl(void)
 		u.pr.count = pick(4) ? pick(sizeof(big) / 16 + 1) : next();
 		u.pr.pad = pick(8) ? 0 : next();
 		u.pr.entries = u.pr.count <= sizeof(big) / 16 && pick(4) ? (uintptr_t)big : next();
+	} else if (cmd == NVRS_IOCTL_PROCESS_STATS) {
+		/* Sizes around the valid ones (16..4096 by 8), counts that fit big or not. */
+		u.ps.entry_size = pick(4) ? 8 * pick(8) + (pick(8) ? 0 : pick(8)) : next();
+		u.ps.count = pick(4) ? pick(65) : next();
+		u.ps.pad = pick(8) ? 0 : next();
+		u.ps.entries = (uint64_t)u.ps.count * u.ps.entry_size <= sizeof(big) && pick(4) ?
+			       (uintptr_t)big : next();
 	} else if (cmd == NVRS_IOCTL_TOPOLOGY) {
 		arg = big;
 	} else {

@@ -14,6 +14,12 @@
  *   procs                      print NVRS_IOCTL_PROCESSES: "procs self PID
  *                              count N" and one " PID:GPU:BYTES" per entry
  *                              (PID as this process's PID namespace sees it)
+ *   pstats [SIZE]              print NVRS_IOCTL_PROCESS_STATS with entries of
+ *                              SIZE bytes (default: this header's): "pstats
+ *                              self PID version V count N size S" and one
+ *                              " PID:GPU:BYTES:ALLOCS:PINS:DMABUFS" per entry
+ *                              (fields that end past S printed as "-"); then
+ *                              checks the bytes of each entry past S are zero
  *   alloc SLOT GPU SIZE [contig] [zero]
  *   free SLOT                  free the allocation in SLOT
  *   many GPU N [map]           N allocations of 64 KiB on GPU, kept (no slot);
@@ -191,6 +197,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <time.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1900,6 +1907,15 @@ static int soak(int gpu, int seconds, int va_mib)
 /* Runs one command; returns 0 or a negative errno. */
 static int run(int argc, char **argv);
 
+/* One field of a "pstats" entry: ":VALUE" if it ends within SIZE filled bytes, ":-" if not. */
+static void field(unsigned int size, size_t end, unsigned int value)
+{
+	if (size >= end)
+		printf(":%u", value);
+	else
+		printf(":-");
+}
+
 /* The fragmented GPU of "frag": allocation k at frag_va[k], mapped at frag_map[k]. */
 #define FRAG_MAX 65536
 #define FRAG_NEEDLE 0xc0de0000u
@@ -2315,6 +2331,44 @@ static int run(int argc, char **argv)
 		for (i = 0; i < pr.count && i < 64; i++)
 			printf(" %d:%u:%llu", u[i].pid, u[i].gpu,
 			       (unsigned long long)u[i].bytes);
+		printf("\n");
+	} else if (!strcmp(cmd, "pstats") && argc <= 2) {
+		/* Room for 64 entries of a size just past the kernel's largest. */
+		static uint64_t buf[64 * 520];
+		unsigned int stride = argc == 2 ? (unsigned int)atoi(argv[1]) :
+				      sizeof(struct nvrs_process_entry);
+		struct nvrs_process_stats ps = {
+			.count = 64, .entry_size = stride, .entries = (uintptr_t)buf,
+		};
+		unsigned int i, j;
+
+		if (stride > 4160) {
+			fprintf(stderr, "pstats: SIZE at most 4160\n");
+			return -EINVAL;
+		}
+		memset(buf, 0xa5, sizeof(buf));
+		if (ioctl(fd, NVRS_IOCTL_PROCESS_STATS, &ps))
+			return -errno;
+		printf("pstats self %d version %u count %u size %u", (int)getpid(),
+		       ps.version, ps.count, ps.entry_size);
+		for (i = 0; i < ps.count && i < 64; i++) {
+			unsigned char *b = (unsigned char *)buf + (size_t)i * stride;
+			struct nvrs_process_entry e = { 0 };
+
+			memcpy(&e, b, ps.entry_size < sizeof(e) ? ps.entry_size : sizeof(e));
+			printf(" %d:%u:%llu", e.pid, e.gpu, (unsigned long long)e.bytes);
+			field(ps.entry_size, offsetof(struct nvrs_process_entry, pins), e.allocations);
+			field(ps.entry_size, offsetof(struct nvrs_process_entry, dmabufs), e.pins);
+			field(ps.entry_size, offsetof(struct nvrs_process_entry, reserved), e.dmabufs);
+			for (j = ps.entry_size; j < stride; j++) {
+				if (b[j]) {
+					printf("\n");
+					fprintf(stderr, "pstats: entry %u byte %u is %#x, not zero\n",
+						i, j, b[j]);
+					return -EIO;
+				}
+			}
+		}
 		printf("\n");
 	} else if (!strcmp(cmd, "many") && (argc == 3 ||
 					    (argc == 4 && !strcmp(argv[3], "map")))) {

@@ -200,6 +200,42 @@ fn layout_checks() -> Vec<Check> {
     ints!(c, Processes, "struct nvrs_processes", [count, pad, entries]);
     layout!(
         c,
+        ProcessEntry,
+        "struct nvrs_process_entry",
+        [pid, gpu, bytes, allocations, pins, dmabufs, reserved]
+    );
+    ints!(
+        c,
+        ProcessEntry,
+        "struct nvrs_process_entry",
+        [pid, gpu, bytes, allocations, pins, dmabufs, reserved]
+    );
+    layout!(
+        c,
+        GpuCopyEngine,
+        "struct nvrs_gpu_copy_engine",
+        [index, flags, launches, bytes]
+    );
+    ints!(
+        c,
+        GpuCopyEngine,
+        "struct nvrs_gpu_copy_engine",
+        [index, flags, launches, bytes]
+    );
+    layout!(
+        c,
+        ProcessStats,
+        "struct nvrs_process_stats",
+        [version, count, entry_size, pad, entries]
+    );
+    ints!(
+        c,
+        ProcessStats,
+        "struct nvrs_process_stats",
+        [version, count, entry_size, pad, entries]
+    );
+    layout!(
+        c,
         TopologyEndpoint,
         "struct nvrs_topology_endpoint",
         [pci_id, numa_node, cpu_affinity]
@@ -299,6 +335,10 @@ fn constants() -> Vec<(&'static str, u64)> {
         ("NVRS_IOCTL_PROCESSES", IOCTL_PROCESSES.into()),
         ("NVRS_IOCTL_TOPOLOGY", IOCTL_TOPOLOGY.into()),
         ("NVRS_IOCTL_GPU_PCIE", IOCTL_GPU_PCIE.into()),
+        ("NVRS_IOCTL_PROCESS_STATS", IOCTL_PROCESS_STATS.into()),
+        ("NVRS_IOCTL_GPU_COPY_ENGINE", IOCTL_GPU_COPY_ENGINE.into()),
+        ("NVRS_CE_IN_USE", CE_IN_USE.into()),
+        ("NVRS_PROCESS_STATS_VERSION", PROCESS_STATS_VERSION.into()),
         ("NVRS_PCIE_COUNTERS", PCIE_COUNTERS.into()),
         ("NVRS_PCIE_BAR1_VIRTUAL", PCIE_BAR1_VIRTUAL.into()),
     ]

@@ -13,17 +13,19 @@
 //! * `p`: peer access now: `pins` (live `nvidia_p2p` pins), `maps` (their DMA mappings),
 //!   `dmabuf` (exports) and `p2pdma` (MiB of storage-DMA allocations).
 //! * `c`: compaction in the interval: `cmpct` (runs) and `moved` (MiB moved).
+//! * `e`: the copy engine in the interval (`NVRS_IOCTL_GPU_COPY_ENGINE`; GPUs nvrs uses none
+//!   of print `-`): `ce` (transfers) and `cemov` (MiB copied or filled: scrubs, compaction).
 //!
-//! `--format csv` prints the same rows with commas; `--json` one JSON object per row.
+//! `--format csv` prints the same rows with commas; `--json` one JSON object per row
+//! ([`crate::monitor`]).
 
-use std::fmt::Write as _;
-use std::io::Write as _;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::model::{Gpu, Snapshot};
+use crate::monitor::{self, Cell, Col, Format, Stop};
 
 /// The groups `-s` knows, in the order their columns are printed.
-pub const GROUPS: &str = "tmpc";
+pub const GROUPS: &str = "tmpce";
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -113,31 +115,25 @@ fn columns(group: char) -> &'static [Column] {
                 value: |g, p, _| Some(grew(g.pmm.compacted_bytes, p.pmm.compacted_bytes)? / MIB),
             },
         ],
+        'e' => &[
+            Column {
+                name: "ce",
+                unit: "#",
+                value: |g, p, _| grew(g.ce?.launches, p.ce?.launches),
+            },
+            Column {
+                name: "cemov",
+                unit: "MiB",
+                value: |g, p, _| Some(grew(g.ce?.bytes, p.ce?.bytes)? / MIB),
+            },
+        ],
         _ => &[],
     }
 }
 
 /// The columns of `-s GROUPS`, or why it is not valid (the message for exit status 2).
 fn parse_groups(s: &str) -> Result<Vec<&'static Column>, String> {
-    let mut out = Vec::new();
-    for g in GROUPS.chars().filter(|g| s.contains(*g)) {
-        out.extend(columns(g));
-    }
-    match s.chars().find(|c| !GROUPS.contains(*c)) {
-        None if !out.is_empty() => Ok(out),
-        c => Err(format!(
-            "-s \"{s}\": '{}' is not a metric group (groups: {GROUPS})",
-            c.unwrap_or(' ')
-        )),
-    }
-}
-
-/// How rows are printed.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Format {
-    Table,
-    Csv,
-    Json,
+    monitor::parse_groups(s, GROUPS, columns)
 }
 
 /// Checks `-s`; the error is the message for exit status 2.
@@ -145,37 +141,20 @@ pub fn check(groups: &str) -> Result<(), String> {
     parse_groups(groups).map(|_| ())
 }
 
-fn header(cols: &[&Column], format: Format) -> String {
-    let mut out = String::new();
-    match format {
-        Format::Json => {}
-        Format::Csv => {
-            let names: Vec<&str> = cols.iter().map(|c| c.name).collect();
-            let units: Vec<&str> = cols.iter().map(|c| c.unit).collect();
-            let _ = writeln!(out, "#gpu, {}", names.join(", "));
-            let _ = writeln!(out, "#Idx, {}", units.join(", "));
-        }
-        Format::Table => {
-            let _ = write!(out, "# gpu");
-            for c in cols {
-                let _ = write!(out, " {:>7}", c.name);
-            }
-            let _ = write!(out, "\n# Idx");
-            for c in cols {
-                let _ = write!(out, " {:>7}", c.unit);
-            }
-            out.push('\n');
-        }
-    }
-    out
-}
-
-fn cell(v: Option<f64>) -> String {
-    match v {
-        None => "-".into(),
-        Some(x) if x.fract() == 0.0 && x.abs() < 1e15 => format!("{x:.0}"),
-        Some(x) => format!("{x:.1}"),
-    }
+/// The table's columns: the GPU index, then those of the groups.
+fn table(cols: &[&Column]) -> Vec<Col> {
+    let gpu = Col {
+        name: "gpu",
+        unit: "Idx",
+        width: 4,
+    };
+    std::iter::once(gpu)
+        .chain(cols.iter().map(|c| Col {
+            name: c.name,
+            unit: c.unit,
+            width: 7,
+        }))
+        .collect()
 }
 
 /// One row per GPU of `now` that `ids` selects (by PCI bus id: an index is reused once its GPU
@@ -188,6 +167,7 @@ fn rows(
     dt: f64,
     format: Format,
 ) -> Option<String> {
+    let table = table(cols);
     let mut out = String::new();
     let mut any = false;
     for g in now.gpus.iter().filter(|g| ids.contains(&g.bus_id)) {
@@ -199,85 +179,28 @@ fn rows(
         else {
             continue;
         };
-        let vals: Vec<Option<f64>> = cols.iter().map(|c| (c.value)(g, p, dt)).collect();
-        match format {
-            Format::Table => {
-                let _ = write!(out, " {:>4}", g.index);
-                for v in &vals {
-                    let _ = write!(out, " {:>7}", cell(*v));
-                }
-                out.push('\n');
-            }
-            Format::Csv => {
-                let cells: Vec<String> = vals.iter().map(|v| cell(*v)).collect();
-                let _ = writeln!(out, "{}, {}", g.index, cells.join(", "));
-            }
-            Format::Json => {
-                let mut m = serde_json::Map::new();
-                m.insert("gpu".into(), g.index.into());
-                for (c, v) in cols.iter().zip(&vals) {
-                    let unit = match c.unit {
-                        "MB/s" => "mbps",
-                        "MiB" => "mib",
-                        _ => "count",
-                    };
-                    let key = format!("{}_{unit}", c.name);
-                    let value = match v {
-                        None => serde_json::Value::Null,
-                        Some(x) if c.unit == "#" => serde_json::Value::from(*x as u64),
-                        Some(x) => serde_json::Value::from(*x),
-                    };
-                    m.insert(key, value);
-                }
-                let _ = writeln!(out, "{}", serde_json::Value::Object(m));
-            }
-        }
+        let cells: Vec<Cell> = std::iter::once(Cell::Id(Some(g.index.into())))
+            .chain(cols.iter().map(|c| Cell::Num((c.value)(g, p, dt))))
+            .collect();
+        out += &monitor::row(&table, &cells, format);
     }
     any.then_some(out)
 }
 
-/// Why the monitor stopped: the exit status and a message.
-pub type Stop = (u8, String);
-
 /// Prints the header, then `count` samples (0: until killed) `delay` apart, reading a new
-/// snapshot with `load` each time, for the GPUs whose bus ids are `ids`. Rows are flushed as
-/// they are printed. Stops with status 6 once none of the GPUs is left, 9 when a snapshot
-/// cannot be read, 1 when stdout fails (a closed pipe ends it quietly, status 0).
+/// snapshot with `load` each time, for the GPUs whose bus ids are `ids` (see
+/// [`monitor::run`] for how it stops).
 pub fn run(
     groups: &str,
     delay: Duration,
     count: u32,
     ids: &[String],
     format: Format,
-    mut load: impl FnMut() -> Result<Snapshot, String>,
+    load: impl FnMut() -> Result<Snapshot, String>,
 ) -> Result<(), Stop> {
     let cols = parse_groups(groups).map_err(|e| (2, e))?;
-    let mut out = std::io::stdout().lock();
-    let mut put = |text: &str| -> Result<bool, Stop> {
-        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
-            Err(e) => Err((1, format!("writing the rows: {e}"))),
-        }
-    };
-    if !put(&header(&cols, format))? {
-        return Ok(());
-    }
-    let mut then = load().map_err(|e| (9, e))?;
-    let mut at = Instant::now();
-    let mut n = 0;
-    while count == 0 || n < count {
-        std::thread::sleep(delay);
-        let now = load().map_err(|e| (9, e))?;
-        let t = Instant::now();
-        let dt = t.duration_since(at).as_secs_f64();
-        let text = rows(&cols, &then, &now, ids, dt, format)
-            .ok_or((6, "the selected GPUs are gone".to_string()))?;
-        if !put(&text)? {
-            return Ok(());
-        }
-        (then, at) = (now, t);
-        n += 1;
-    }
-    Ok(())
+    let header = monitor::header(&table(&cols), format);
+    monitor::run(&header, delay, count, load, |then, now, dt| {
+        rows(&cols, then, now, ids, dt, format)
+    })
 }

@@ -8,15 +8,18 @@
 //! `topo -m`, `nvlink -s`, `--query-gpu ... --format=csv`, and `--json` for each of them. `pmm`
 //! adds what nvidia-smi cannot show: a picture of the memory manager's roots, in the terminal
 //! or as an SVG file. `dmon` prints a row per GPU and interval, as `nvidia-smi dmon` does (PCIe
-//! throughput from the GPU model's counters, `NVRS_IOCTL_GPU_PCIE`). `--snapshot FILE` renders a
-//! recorded `--json` instead of the device (the tests' fixtures).
+//! throughput from the GPU model's counters, `NVRS_IOCTL_GPU_PCIE`), `pmon` a row per process
+//! and GPU (`NVRS_IOCTL_PROCESS_STATS`). `--snapshot FILE` renders a recorded `--json` instead of
+//! the device (the tests' fixtures).
 //!
 //! Exit status: 0, 2 for bad arguments (one line on stderr), 6 if `-i` names no GPU, 9 if nvrs
 //! cannot be reached (not loaded).
 
 mod dmon;
 mod model;
+mod monitor;
 mod pmm;
+mod pmon;
 mod render;
 mod topo;
 mod uapi;
@@ -98,13 +101,36 @@ enum Command {
         /// Rows per GPU, then exit (0: until interrupted).
         #[arg(short = 'c', long = "count", default_value_t = 0)]
         count: u32,
-        /// Metric groups: t PCIe throughput, m memory, p peer access, c compaction.
+        /// Metric groups: t PCIe throughput, m memory, p peer access, c compaction, e copy
+        /// engine.
         #[arg(short = 's', long = "select", default_value = dmon::GROUPS)]
         select: String,
         /// csv for comma-separated rows.
         #[arg(long = "format", value_name = "FORMAT")]
         format: Option<String>,
     },
+    /// Process monitoring: one row per process and GPU every -d seconds (nvidia-smi pmon).
+    Pmon {
+        /// Seconds between samples.
+        #[arg(short = 'd', long = "delay", default_value_t = 1)]
+        delay: u64,
+        /// Samples, then exit (0: until interrupted).
+        #[arg(short = 'c', long = "count", default_value_t = 0)]
+        count: u32,
+        /// Metric groups: m memory, p peer access.
+        #[arg(short = 's', long = "select", default_value = pmon::GROUPS)]
+        select: String,
+        /// csv for comma-separated rows.
+        #[arg(long = "format", value_name = "FORMAT")]
+        format: Option<String>,
+    },
+}
+
+/// The two monitors.
+#[derive(Clone, Copy)]
+enum Monitor {
+    Dmon,
+    Pmon,
 }
 
 /// A failure and its exit status.
@@ -158,29 +184,27 @@ fn load(cli: &Cli, roots: bool) -> Result<Snapshot, Fail> {
     model::collect(&dev, roots).map_err(|e| Fail(9, format!("reading {}: {e}", cli.device)))
 }
 
-/// `nvrs-smi dmon`.
+/// `nvrs-smi dmon` and `pmon`.
 fn monitor(
     cli: &Cli,
+    which: Monitor,
     delay: u64,
     count: u32,
     groups: &str,
     format: Option<&str>,
 ) -> Result<(), Fail> {
-    dmon::check(groups).map_err(|e| Fail(2, e))?;
+    let (name, checked) = match which {
+        Monitor::Dmon => ("dmon", dmon::check(groups)),
+        Monitor::Pmon => ("pmon", pmon::check(groups)),
+    };
+    checked.map_err(|e| Fail(2, e))?;
     if cli.query || cli.query_gpu.is_some() || cli.format.is_some() {
         return Err(Fail(
             2,
-            "dmon takes its own --format, and neither -q nor --query-gpu".into(),
+            format!("{name} takes its own --format, and neither -q nor --query-gpu"),
         ));
     }
-    let format = match (format, cli.json) {
-        (Some(f), _) if f != "csv" => {
-            return Err(Fail(2, format!("--format=\"{f}\" is not valid (csv)")))
-        }
-        (_, true) => dmon::Format::Json,
-        (None, false) => dmon::Format::Table,
-        (Some(_), false) => dmon::Format::Csv,
-    };
+    let format = monitor::format(format, cli.json).map_err(|e| Fail(2, e))?;
     // A recorded snapshot does not change; the device is not read in a busy loop.
     if delay == 0 && cli.snapshot.is_none() {
         return Err(Fail(2, "-d must be at least 1 second".into()));
@@ -193,14 +217,12 @@ fn monitor(
     if ids.is_empty() {
         return Err(Fail(6, "no GPU to monitor".into()));
     }
-    dmon::run(
-        groups,
-        std::time::Duration::from_secs(delay),
-        count,
-        &ids,
-        format,
-        || load(cli, false).map_err(|Fail(_, m)| m),
-    )
+    let delay = std::time::Duration::from_secs(delay);
+    let load = || load(cli, false).map_err(|Fail(_, m)| m);
+    match which {
+        Monitor::Dmon => dmon::run(groups, delay, count, &ids, format, load),
+        Monitor::Pmon => pmon::run(groups, delay, count, &ids, format, load),
+    }
     .map_err(|(code, m)| Fail(code, m))
 }
 
@@ -303,7 +325,9 @@ fn run(cli: &Cli) -> Result<String, Fail> {
         None if cli.query => Ok(render::query(&s, &gpus)),
         None => Ok(render::summary(&s, &gpus)),
         // main() runs the monitor itself: it prints as it goes.
-        Some(Command::Dmon { .. }) => Err(Fail(2, "dmon is not a one-shot view".into())),
+        Some(Command::Dmon { .. } | Command::Pmon { .. }) => {
+            Err(Fail(2, "a monitor is not a one-shot view".into()))
+        }
     }
 }
 
@@ -323,14 +347,23 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Some(Command::Dmon {
-        delay,
-        count,
-        select: groups,
-        format,
-    }) = &cli.command
-    {
-        return match monitor(&cli, *delay, *count, groups, format.as_deref()) {
+    let monitored = match &cli.command {
+        Some(Command::Dmon {
+            delay,
+            count,
+            select,
+            format,
+        }) => Some((Monitor::Dmon, *delay, *count, select, format)),
+        Some(Command::Pmon {
+            delay,
+            count,
+            select,
+            format,
+        }) => Some((Monitor::Pmon, *delay, *count, select, format)),
+        _ => None,
+    };
+    if let Some((which, delay, count, groups, format)) = monitored {
+        return match monitor(&cli, which, delay, count, groups, format.as_deref()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(Fail(code, msg)) => {
                 eprintln!("nvrs-smi: {msg}");

@@ -39,9 +39,21 @@ pub struct Gpu {
     /// BAR1 traffic counters (`NVRS_IOCTL_GPU_PCIE`), on GPUs that have them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pcie: Option<Pcie>,
+    /// The copy engine nvrs scrubs and compacts with (`NVRS_IOCTL_GPU_COPY_ENGINE`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ce: Option<CopyEngine>,
     /// One byte per 2 MiB root (`NVRS_ROOT_*`), only when a view needs the map.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roots: Vec<u8>,
+}
+
+/// A GPU's copy-engine counters, since its reset.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct CopyEngine {
+    /// Transfers carried out.
+    pub launches: u64,
+    /// Bytes copied or filled.
+    pub bytes: u64,
 }
 
 /// A GPU's BAR1 traffic counters, since its reset.
@@ -140,6 +152,14 @@ pub struct Process {
     pub pid: i32,
     pub name: String,
     pub bytes: u64,
+    /// Live allocations, pins on them and their dma-buf exports (`NVRS_IOCTL_PROCESS_STATS`;
+    /// absent from a module older than it, and from older recordings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocations: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pins: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dmabufs: Option<u32>,
 }
 
 /// The link code of `NVRS_LINK_*` as nvidia-smi names it.
@@ -296,6 +316,14 @@ pub fn collect(dev: &Device, roots: bool) -> std::io::Result<Snapshot> {
                     bar1_faults: c.bar1_faults,
                     tlb_invalidates: c.tlb_invalidates,
                 }),
+            ce: dev
+                .gpu_copy_engine(i)
+                .ok()
+                .filter(|c| c.flags & uapi::CE_IN_USE != 0)
+                .map(|c| CopyEngine {
+                    launches: c.launches,
+                    bytes: c.bytes,
+                }),
             roots: if roots && st.fb_total != 0 {
                 dev.pmm_map(i)?.0
             } else {
@@ -332,16 +360,35 @@ pub fn collect(dev: &Device, roots: bool) -> std::io::Result<Snapshot> {
             .collect(),
         gate: t.gate,
     };
-    let processes = dev
-        .processes()?
-        .into_iter()
-        .map(|p| Process {
-            gpu: p.gpu,
-            pid: p.pid,
-            name: process_name(p.pid),
-            bytes: p.bytes,
-        })
-        .collect();
+    let processes = match dev.process_stats() {
+        Ok(v) => v
+            .into_iter()
+            .map(|p| Process {
+                gpu: p.gpu,
+                pid: p.pid,
+                name: process_name(p.pid),
+                bytes: p.bytes,
+                allocations: Some(p.allocations),
+                pins: Some(p.pins),
+                dmabufs: Some(p.dmabufs),
+            })
+            .collect(),
+        // A module older than NVRS_IOCTL_PROCESS_STATS: the memory only.
+        Err(e) if e.raw_os_error() == Some(libc::ENOTTY) => dev
+            .processes()?
+            .into_iter()
+            .map(|p| Process {
+                gpu: p.gpu,
+                pid: p.pid,
+                name: process_name(p.pid),
+                bytes: p.bytes,
+                allocations: None,
+                pins: None,
+                dmabufs: None,
+            })
+            .collect(),
+        Err(e) => return Err(e),
+    };
     Ok(Snapshot {
         timestamp: timestamp(),
         driver_version: format!("nvrs (nvrs-smi {})", env!("CARGO_PKG_VERSION")),

@@ -152,3 +152,36 @@ fn query_shows_the_p2pdma_provider() {
     assert_eq!(lines[0], format!("        {:<34}: Yes", "Provider"));
     assert_eq!(lines[1], format!("        {:<34}: 64 MiB", "In Use"));
 }
+
+#[test]
+fn pmon_rows_per_process_and_a_dash_row_for_an_idle_gpu() {
+    let mut s = fixture();
+    let ids: Vec<String> = s.gpus.iter().map(|g| g.bus_id.clone()).collect();
+    assert!(pmon::check("mp").is_ok() && pmon::check("u").is_err());
+    // The recording predates NVRS_IOCTL_PROCESS_STATS: only the memory is known.
+    let table = pmon::rows_for_test(&s, &ids, monitor::Format::Table);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 2, "{table}");
+    let first: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(first, ["0", "100", "C", "4.1", "-", "-", "-", "nvrs-tool"]);
+    let idle: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(idle, ["1", "-", "-", "-", "-", "-", "-", "-"]);
+    // As the module reports it now: two allocations (4 MiB and 64 KiB), one pin, one dma-buf.
+    s.processes[0].allocations = Some(2);
+    s.processes[0].pins = Some(1);
+    s.processes[0].dmabufs = Some(1);
+    let csv = pmon::rows_for_test(&s, &ids, monitor::Format::Csv);
+    assert_eq!(
+        csv.lines().next(),
+        Some("0, 100, C, 4.1, 2, 1, 1, nvrs-tool")
+    );
+    let json = pmon::rows_for_test(&s, &ids, monitor::Format::Json);
+    let rows: Vec<serde_json::Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows[0]["pid"], 100);
+    assert_eq!(rows[0]["pins_count"], 1);
+    assert_eq!(rows[0]["command"], "nvrs-tool");
+    assert!(rows[1]["pid"].is_null());
+}

@@ -14,14 +14,15 @@ use std::os::fd::AsRawFd;
 mod abi;
 
 pub(crate) use abi::{
-    link_nvlinks, root_kind, root_used, GpuInfo, GpuPcie, GpuStats, PmmMap, ProcessUsage,
-    Processes, Topology, CHUNK_SIZES, GPU_STATS_VERSION as STATS_VERSION, LINK_NODE, LINK_PHB,
-    LINK_PIX, LINK_PXB, LINK_SELF, LINK_SYS, P2PDMA_PROVIDER, PCIE_COUNTERS, ROOT_ALLOCATED,
-    ROOT_CONTIG, ROOT_FREE, ROOT_PINNED, ROOT_SPLIT, ROOT_TEMP,
+    link_nvlinks, root_kind, root_used, GpuCopyEngine, GpuInfo, GpuPcie, GpuStats, PmmMap,
+    ProcessEntry, ProcessStats, ProcessUsage, Processes, Topology, CE_IN_USE, CHUNK_SIZES,
+    GPU_STATS_VERSION as STATS_VERSION, LINK_NODE, LINK_PHB, LINK_PIX, LINK_PXB, LINK_SELF,
+    LINK_SYS, P2PDMA_PROVIDER, PCIE_COUNTERS, ROOT_ALLOCATED, ROOT_CONTIG, ROOT_FREE, ROOT_PINNED,
+    ROOT_SPLIT, ROOT_TEMP,
 };
 use abi::{
-    IOCTL_GPU_COUNT, IOCTL_GPU_INFO, IOCTL_GPU_PCIE, IOCTL_GPU_STATS, IOCTL_PMM_MAP,
-    IOCTL_PROCESSES, IOCTL_TOPOLOGY,
+    IOCTL_GPU_COPY_ENGINE, IOCTL_GPU_COUNT, IOCTL_GPU_INFO, IOCTL_GPU_PCIE, IOCTL_GPU_STATS,
+    IOCTL_PMM_MAP, IOCTL_PROCESSES, IOCTL_PROCESS_STATS, IOCTL_TOPOLOGY,
 };
 
 /// An open `/dev/nvrs`.
@@ -77,6 +78,16 @@ impl Device {
         Ok(a)
     }
 
+    /// The counters of the GPU's copy engine (`NVRS_IOCTL_GPU_COPY_ENGINE`).
+    pub fn gpu_copy_engine(&self, index: u32) -> io::Result<GpuCopyEngine> {
+        let mut a = GpuCopyEngine {
+            index,
+            ..Default::default()
+        };
+        self.ioctl(IOCTL_GPU_COPY_ENGINE, &mut a)?;
+        Ok(a)
+    }
+
     /// The memory manager's roots, one byte each (`NVRS_ROOT_*`).
     pub fn pmm_map(&self, gpu: u32) -> io::Result<(Vec<u8>, u64)> {
         let mut buf = vec![0u8; 4096];
@@ -105,6 +116,21 @@ impl Device {
             entries: v.as_mut_ptr() as u64,
         };
         self.ioctl(IOCTL_PROCESSES, &mut a)?;
+        v.truncate(a.count as usize);
+        Ok(v)
+    }
+
+    /// What each process holds on each GPU (`NVRS_IOCTL_PROCESS_STATS`), in entries of the
+    /// size this tool knows (every module that has the ioctl fills all of version 1's fields).
+    pub fn process_stats(&self) -> io::Result<Vec<ProcessEntry>> {
+        let mut v = vec![ProcessEntry::default(); 4096];
+        let mut a = ProcessStats {
+            count: v.len() as u32,
+            entry_size: std::mem::size_of::<ProcessEntry>() as u32,
+            entries: v.as_mut_ptr() as u64,
+            ..Default::default()
+        };
+        self.ioctl(IOCTL_PROCESS_STATS, &mut a)?;
         v.truncate(a.count as usize);
         Ok(v)
     }

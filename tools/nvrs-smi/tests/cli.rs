@@ -31,6 +31,9 @@ fn bad_arguments_give_one_line_and_status_2() {
         &["dmon", "--format", "xml", "--snapshot", FIXTURE],
         &["--json", "dmon", "--format", "xml", "--snapshot", FIXTURE],
         &["-q", "dmon", "--snapshot", FIXTURE],
+        &["pmon", "-s", "u", "--snapshot", FIXTURE],
+        &["pmon", "--format", "json", "--snapshot", FIXTURE],
+        &["pmon", "-d", "0"],
         // The device is never polled without a pause.
         &["dmon", "-d", "0"],
     ] {
@@ -111,6 +114,9 @@ fn dmon_prints_a_row_per_gpu_and_interval() {
         lines[1].starts_with("# Idx") && lines[1].contains("MB/s"),
         "{out}"
     );
+    // The recording has no copy engine: its two columns print '-'.
+    assert!(lines[0].ends_with("     ce   cemov"), "{out}");
+    assert!(lines[2].ends_with("       -       -"), "{out}");
     // GPU 0 of the fixture has one pin; its snapshot has no PCIe counters ("-").
     let row: Vec<&str> = lines[2].split_whitespace().collect();
     assert_eq!(row[..3], ["0", "-", "-"], "{out}");
@@ -154,4 +160,44 @@ fn dmon_prints_a_row_per_gpu_and_interval() {
     assert_eq!(rows[0]["gpu"], 0);
     assert_eq!(rows[0]["pins_count"], 1);
     assert!(rows[0]["rxpci_mbps"].is_null());
+}
+
+#[test]
+fn pmon_prints_a_row_per_process_and_sample() {
+    let (code, out, err) = smi(&["pmon", "-c", "2", "-d", "0", "--snapshot", FIXTURE]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    // The header, then per sample GPU0's process and GPU1's row of '-'.
+    assert_eq!(lines.len(), 2 + 2 * 2, "{out}");
+    assert_eq!(
+        lines[0].split_whitespace().collect::<Vec<_>>(),
+        ["#", "gpu", "pid", "type", "fb", "allocs", "pins", "dmabuf", "command"]
+    );
+    assert!(
+        lines[1].starts_with("# Idx") && lines[1].contains("C/G"),
+        "{out}"
+    );
+    assert!(lines[2].starts_with("    0      100    C"), "{out}");
+    assert!(lines[2].ends_with(" nvrs-tool"), "{out}");
+    assert!(lines[3].starts_with("    1        -    -"), "{out}");
+    let (code, out, _) = smi(&[
+        "pmon",
+        "-c",
+        "1",
+        "-d",
+        "0",
+        "-s",
+        "m",
+        "--format",
+        "csv",
+        "-i",
+        "0",
+        "--snapshot",
+        FIXTURE,
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        out,
+        "#gpu, pid, type, fb, allocs, command\n#Idx, #, C/G, MB, #, name\n0, 100, C, 4.1, -, nvrs-tool\n"
+    );
 }
