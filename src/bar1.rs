@@ -397,6 +397,32 @@ impl Bar1Space {
         })
     }
 
+    /// Points the entries of a filled run from BAR1 offset `va` at `len` bytes of VRAM from
+    /// `fb` (compaction moved the pages there), a batch of entries at a time, without
+    /// allocating; the TLB is invalidated after each batch. A failure breaks the space
+    /// ([`Self::is_broken`]): BAR1 may reach the old pages or the new ones.
+    pub(crate) fn remap(&self, va: u64, fb: u64, len: u64) -> Result {
+        const BATCH: usize = 32;
+        if len % BIG_PAGE != 0 {
+            return Err(EINVAL);
+        }
+        let mut pages = [0u64; BATCH];
+        let mut done = 0;
+        while done < len {
+            let n = usize::try_from(((len - done) / BIG_PAGE).min(BATCH as u64))?;
+            let batch = pages.get_mut(..n).ok_or(EINVAL)?;
+            for (k, p) in (0u64..).zip(batch.iter_mut()) {
+                *p = fb + done + k * BIG_PAGE;
+            }
+            if let Err(e) = self.fill(va + done, batch, false) {
+                self.broken.store(true, Relaxed);
+                return Err(e);
+            }
+            done += u64::try_from(n)? * BIG_PAGE;
+        }
+        Ok(())
+    }
+
     /// Clears the `n` entries of the run at BAR1 offset `va` (a run [`Self::reserve`]
     /// returned, filled or not), invalidates the TLB, and frees the run; nothing to do once GPU
     /// removal cleared every entry. `EINVAL` if the run is not reserved whole. If clearing or

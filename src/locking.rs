@@ -45,14 +45,16 @@
 //! released; the PCI bus notifier empties it in process context, with no nvrs lock held and
 //! the kernel's locks of the hotplug above it: the bus notifier rwsem, the PCI rescan/remove lock)
 //! `Bar1Space::state` (the GPU model's BAR1 slots and PRAMIN window, [`crate::bar1`]; taken
-//! alone, under `Allocation::state` by a pin mapping its pages, under `Bar1Space::scrub` by a
-//! scrub, and by a pin's end with nothing held; the register writes under it run in the RCU
+//! alone, under `Allocation::state` by a pin, a CPU mapping or a dma-buf export mapping pages
+//! and by compaction pointing a moved piece's entries at its copy, under `Bar1Space::scrub` by
+//! a scrub, and by a pin's end with nothing held; the register writes under it run in the RCU
 //! read-side section that keeps the device-managed BAR0 mapped, and do not sleep),
 //! `Bar1Space::scrub` (BAR1's scrub slot, held while a scrub writes through it; taken with
 //! nothing held, `Bar1Space::state` under it),
 //! `ModelCe::launch` (the GPU model's copy engine, one launch at a time, [`crate::ce`]; taken
-//! with nothing held by a scrub, and held while the launch's semaphore is polled, which
-//! sleeps; its BAR0 writes run in the RCU read-side section of the device-managed BAR0),
+//! with nothing held by a scrub, under `Allocation::state` (and `FbMemory::compacting`) by
+//! compaction's copy and scrub of a piece, and held while the launch's semaphore is polled,
+//! which sleeps; its BAR0 writes run in the RCU read-side section of the device-managed BAR0),
 //! `FbMemory::faults` (a GPU's fault controls, [`crate::faults`]; taken alone, or under a
 //! dma-buf's reservation lock by attach and map), `nvrs_ticker::lock` (C, `rust/faults.c`: the
 //! period of `revoke every`; taken alone, by the debugfs write, the driver's unbind and the

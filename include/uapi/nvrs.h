@@ -33,8 +33,8 @@
  * the process that opened it (-EPERM); ALLOC on a GPU whose memory is still
  * pinned from before it was last removed gives -EBUSY until those pins are
  * put, and -EIO on a GPU model whose BAR1 failed to unmap memory. On a GPU
- * model, mmap maps the allocation through BAR1 (-ENOMEM when BAR1 is full)
- * and NVRS_IOCTL_EXPORT_DMABUF gives -EOPNOTSUPP.
+ * model, mmap maps the allocation through BAR1 and NVRS_IOCTL_EXPORT_DMABUF
+ * maps the exported range there (both -ENOMEM when BAR1 is full).
  *
  * dma-buf: NVRS_IOCTL_EXPORT_DMABUF turns a 64 KiB-aligned range of an
  * allocation into a dma-buf file descriptor, the form in which RDMA drivers
@@ -219,8 +219,9 @@ struct nvrs_gpu_stats {
  * Needs a file opened for writing (-EBADF) by the owning process (-EPERM).
  * Errors: -EINVAL for a zero, unaligned or overflowing range or non-zero
  * flags or @fd; -ENOENT if [@va, @va + @size) is not inside one live
- * allocation of the caller; -ENODEV if its GPU is going away; -EMFILE if the
- * process has no free descriptor.
+ * allocation of the caller; -ENODEV if its GPU is going away; -ENOMEM when a
+ * GPU model's BAR1 has no room for the range; -EMFILE if the process has no
+ * free descriptor.
  */
 struct nvrs_export_dmabuf {
 	__u64 va;

@@ -25,7 +25,10 @@
 //!
 //! # Importers
 //!
-//! The memory is MMIO (a window of the GPU aperture) with no `struct page`. `attach` refuses
+//! The memory is MMIO with no `struct page`: a window of the GPU's flat aperture, or, on an
+//! NVIDIA GPU ([`crate::mem::reach`]), a run of BAR1 that the export maps its range at when it
+//! is made (`-ENOMEM` when BAR1 has no room) and unmaps when it stops holding the memory, before
+//! the memory can go back; importers and CPU mappings get BAR1 addresses. `attach` refuses
 //! importers that cannot do peer-to-peer DMA (`allow_peer2peer` unset: a static importer would
 //! want pages) and importers the P2P gate refuses for this GPU ([`crate::topology::p2p_gate`],
 //! the policy `nvidia_p2p_dma_map_pages()` applies), both with `-EOPNOTSUPP`. `map_dma_buf`
@@ -119,6 +122,9 @@ struct ExportState {
     /// The revocation gave up waiting for a fence: importer work may still reach the memory,
     /// which the export holds until its dma-buf is released.
     until_release: bool,
+    /// Through BAR1: the run that maps the exported range in order (BAR1 offset, pages), for
+    /// as long as the export holds the memory.
+    window: Option<(u64, usize)>,
 }
 
 /// A range of an allocation exported as a dma-buf; the dma-buf's `priv`.
@@ -172,9 +178,6 @@ pub(crate) fn export(
     let alloc = find(&want).ok_or(ENOENT)?;
     let off = va - alloc.span.start();
     let mem = alloc.mem().clone();
-    // Exported pages are aperture addresses; through BAR1 only pins reach the memory so far
-    // ([`crate::mem::reach`]).
-    mem.reach.flat()?;
     // GPU removal waits until the export is registered, so its walk finds it.
     let _busy = mem.enter()?;
     let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
@@ -193,13 +196,18 @@ pub(crate) fn export(
                 holds: false,
                 abandoned: false,
                 until_release: false,
+                window: None,
             }, "Export::state"),
             unmapped <- new_condvar!("Export::unmapped"),
         }),
         GFP_KERNEL,
     )?;
-    alloc.hold_for_dmabuf()?;
-    export.state.lock().holds = true;
+    let window = alloc.hold_for_dmabuf(off, len)?;
+    {
+        let mut st = export.state.lock();
+        st.holds = true;
+        st.window = window;
+    }
     let raw = Arc::into_raw(export.clone());
     // SAFETY: `raw` is a reference from `Arc::into_raw`, handed to the dma-buf.
     let dmabuf = match unsafe { DmaBufPtr::export(raw.cast(), len) } {
@@ -236,25 +244,47 @@ impl Export {
     /// reservation lock may be, when the last pinned importer unmaps after a revocation; it is
     /// above every nvrs lock).
     fn drop_hold(&self) {
-        let held = core::mem::replace(&mut self.state.lock().holds, false);
+        let (held, window) = {
+            let mut st = self.state.lock();
+            (core::mem::replace(&mut st.holds, false), st.window.take())
+        };
         if held {
-            self.alloc.dmabuf_gone();
+            self.alloc.dmabuf_gone(window);
+        }
+    }
+
+    /// The CPU physical (bus) address of byte `at` of the exported range, while the export
+    /// holds the memory (`st`): in the flat aperture, or in the export's BAR1 run.
+    fn phys_at(&self, st: &ExportState, at: u64) -> Option<u64> {
+        if !st.holds || at >= self.len {
+            return None;
+        }
+        let reach = &self.mem().reach;
+        match (reach.flat(), reach.bar1(), st.window) {
+            (Ok(base), _, _) => Some(base + self.alloc.fb_offset_at(self.off + at)?),
+            (Err(_), Some(b), Some((va, _))) => Some(b.phys() + va + at),
+            _ => None,
         }
     }
 
     /// The physically contiguous runs of the exported range, as `(CPU physical address,
-    /// length)`, in order; `EOPNOTSUPP` without a flat aperture (which [`export`] refuses).
-    fn phys_runs(&self) -> Result<impl Iterator<Item = (u64, u64)> + '_> {
-        let base = self.alloc.mem().reach.flat()?;
-        let pages = (0..self.len / P2P_PAGE_SIZE).map(move |i| {
-            self.alloc
-                .fb_offset_at(self.off + i * P2P_PAGE_SIZE)
-                .map_or(0, |fb| base + fb)
-        });
-        Ok(crate::p2p::coalesce::runs(pages).map(|(_, n, first)| {
-            // At most `len / 64 KiB` pages: no overflow.
-            (first, u64::try_from(n).unwrap_or(0) * P2P_PAGE_SIZE)
-        }))
+    /// length)`, in order: the aperture's, or the one BAR1 run. `ENODEV` once the export no
+    /// longer holds the memory.
+    fn phys_runs(&self) -> Result<KVVec<(u64, u64)>> {
+        let n = self.len / P2P_PAGE_SIZE;
+        let mut pages = KVVec::with_capacity(usize::try_from(n)?, GFP_KERNEL)?;
+        {
+            let st = self.state.lock();
+            for i in 0..n {
+                let p = self.phys_at(&st, i * P2P_PAGE_SIZE).ok_or(ENODEV)?;
+                pages.push_within_capacity(p).map_err(|_| ENOMEM)?;
+            }
+        }
+        let mut out = KVVec::new();
+        for (_, pages, first) in crate::p2p::coalesce::runs(pages.iter().copied()) {
+            out.push((first, u64::try_from(pages)? * P2P_PAGE_SIZE), GFP_KERNEL)?;
+        }
+        Ok(out)
     }
 
     /// Revokes the export (its GPU is going away); see the module documentation. Waits for

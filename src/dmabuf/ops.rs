@@ -95,7 +95,7 @@ impl Export {
     fn build(&self, importer: PeerRef, revocable: bool) -> Result<*mut bindings::sg_table> {
         // SAFETY: The runs are the export's memory, held until the export is released or
         // revoked with no mapping left; this mapping ends (unmap) before either.
-        let runs = unsafe { PeerRuns::map(importer, self.phys_runs()?) }?;
+        let runs = unsafe { PeerRuns::map(importer, self.phys_runs()?.into_iter()) }?;
         let mut list = KVVec::with_capacity(runs.count(), GFP_KERNEL)?;
         for (dma, len) in runs.iter() {
             // Capacity was reserved above.
@@ -144,19 +144,16 @@ impl Export {
 
     fn fault(&self, fault: &Fault, file_off: u64) -> u32 {
         let st = self.state.lock();
-        if st.revoked || !st.holds || self.mem().is_gone() || file_off >= self.len {
+        if st.revoked || self.mem().is_gone() {
             return SIGBUS;
         }
         let piece = file_off - file_off % P2P_PAGE_SIZE;
-        let (Some(fb), Ok(base)) = (
-            self.alloc.fb_offset_at(self.off + piece),
-            self.mem().reach.flat(),
-        ) else {
+        let Some(phys) = self.phys_at(&st, piece) else {
             return SIGBUS;
         };
         // SAFETY: `[phys, phys + 64 KiB)` is memory the export holds while `st` says so;
         // revocation removes the mapping after marking the export under this lock.
-        unsafe { fault.insert(piece, base + fb, P2P_PAGE_SIZE, false) }
+        unsafe { fault.insert(piece, phys, P2P_PAGE_SIZE, false) }
     }
 }
 

@@ -362,11 +362,7 @@ impl Allocation {
             }
             // With no user mapping left, BAR1 lets go of the memory too; if it cannot, the
             // memory never goes back ([`fb::FbMemory::blocked`] refuses new allocations too).
-            if let Some((va, pages)) = st.cpu_window.take() {
-                if !self.backing.mem.reach.release(va, pages) {
-                    self.backing.stuck.store(true, Relaxed);
-                }
-            }
+            self.release_window(st.cpu_window.take());
             (core::mem::take(&mut st.mapped), st.dropping)
         };
         // The inode references go now, not with the last pin or VMA.
@@ -426,23 +422,46 @@ impl Allocation {
         }
     }
 
-    /// Holds the memory for a dma-buf export: counted, and pinned in the memory manager so that
-    /// compaction leaves every piece where importers map it. `-ENOENT` once released.
-    pub(crate) fn hold_for_dmabuf(&self) -> Result {
+    /// Holds the memory for a dma-buf export of `[off, off + len)`: counted, and pinned in the
+    /// memory manager so that compaction leaves every piece where importers map it. Through
+    /// BAR1 the range is mapped at a run of its own, in order, which is returned (BAR1 offset,
+    /// pages) and must be handed back to [`Self::dmabuf_gone`]. `-ENOENT` once released,
+    /// `-ENOMEM` when BAR1 has no room.
+    pub(crate) fn hold_for_dmabuf(&self, off: u64, len: u64) -> Result<Option<(u64, usize)>> {
+        let bar1 = self.mem().reach.bar1();
+        let n = usize::try_from(len / P2P_PAGE_SIZE)?;
+        // Allocated before the lock, which is on the pin path.
+        let mut pages = KVec::with_capacity(if bar1.is_some() { n } else { 0 }, GFP_KERNEL)?;
         let mut st = self.state.lock();
         if st.released || self.backing.mem.is_gone() {
             return Err(ENOENT);
         }
-        self.pin_pieces(self.piece_range(0, self.span.len()), true)?;
+        let window = match bar1 {
+            None => None,
+            Some(b) => {
+                for i in 0..u64::try_from(n)? {
+                    let fb = self.fb_offset_at(off + i * P2P_PAGE_SIZE).ok_or(EINVAL)?;
+                    pages.push_within_capacity(fb).map_err(|_| EINVAL)?;
+                }
+                // Nothing stays mapped on failure ([`crate::bar1::Bar1Space::map`]).
+                Some((b.map(&pages, false)?, n))
+            }
+        };
+        if let Err(e) = self.pin_pieces(self.piece_range(0, self.span.len()), true) {
+            self.release_window(window);
+            return Err(e);
+        }
         // Importers and CPU mappings of the dma-buf may write it.
         st.touched = true;
         st.dmabufs += 1;
-        Ok(())
+        Ok(window)
     }
 
-    /// Called by a dma-buf export when it stops holding the memory: returns the memory if the
-    /// allocation was released and nothing else holds it.
-    pub(crate) fn dmabuf_gone(&self) {
+    /// Called by a dma-buf export when it stops holding the memory (no importer maps it and no
+    /// CPU mapping of it is left), with the BAR1 run [`Self::hold_for_dmabuf`] gave it: unmaps
+    /// that, then returns the memory if the allocation was released and nothing else holds it.
+    pub(crate) fn dmabuf_gone(&self, window: Option<(u64, usize)>) {
+        self.release_window(window);
         {
             let mut st = self.state.lock();
             st.dmabufs = st.dmabufs.saturating_sub(1);
@@ -457,6 +476,16 @@ impl Allocation {
             }
         }
         self.give_back_if_unused();
+    }
+
+    /// Unmaps a BAR1 run that mapped some of the allocation's pages; if BAR1 may still reach
+    /// them, the memory never goes back ([`Backing::stuck`]).
+    fn release_window(&self, window: Option<(u64, usize)>) {
+        if let Some((va, pages)) = window {
+            if !self.backing.mem.reach.release(va, pages) {
+                self.backing.stuck.store(true, Relaxed);
+            }
+        }
     }
 
     /// Adds (or drops) a memory-manager pin on each of the pieces at `r`; all or nothing when

@@ -13,7 +13,9 @@
 //!    (`begin_move`): no pin can be taken on it, and nobody else can free or split it.
 //! 3. The piece's CPU mappings are removed. The fault handler takes the same lock, so a CPU
 //!    access from now on waits, and after the move maps the new location.
-//! 4. The bytes are copied through the GPU's [`CopyEngine`](crate::mem::copy::CopyEngine).
+//! 4. The bytes are copied: through a flat aperture by the GPU's
+//!    [`CopyEngine`](crate::mem::copy::CopyEngine), through BAR1 by the copy engine
+//!    ([`crate::mem::reach::Reach::copy`]), whose allocation's CPU run then maps the copy.
 //! 5. The piece points at the new chunk, the allocation's move counter is bumped (so a pin that
 //!    built its page table before the move notices, see [`crate::p2p::pin`]), the old chunk is
 //!    scrubbed and freed (`finish_move`).
@@ -41,7 +43,6 @@ use kernel::{
 };
 
 use crate::{
-    helpers,
     mem::{
         fb::{
             self,
@@ -78,7 +79,7 @@ impl Allocation {
     /// Moves piece `i` as `mv` plans; see the module documentation.
     fn move_piece(&self, i: usize, mv: &Move) -> Result {
         let mem = &self.backing.mem;
-        let base = mem.reach.flat()?;
+        mem.reach.can_copy()?;
         let st = self.state.lock();
         if st.released || mem.is_gone() {
             return Err(EBUSY);
@@ -102,19 +103,33 @@ impl Allocation {
         for inode in st.mapped.iter() {
             inode.zap(self.span.start() + off, va_len);
         }
-        let (src, to) = (base + mv.from, base + mv.to);
         // SAFETY: The source is this allocation's piece, whose mappings were just removed and
         // which nobody else can reach (no pin on it, `st` held against faults and pins); the
         // destination was allocated for it and is not handed out yet.
-        if let Err(e) = unsafe { mem.copier.copy(to, src, len) } {
+        if let Err(e) = unsafe { mem.reach.copy(mem.copier, mv.to, mv.from, len) } {
             let _ = mem.pmm.lock().abort_move(mv.chunk, dst);
             return Err(e);
+        }
+        // Through BAR1, the allocation's CPU run maps its pages in order: the piece's entries
+        // must point at the copy before the old chunk goes back.
+        if let (Some(bar1), Some((va, _))) = (mem.reach.bar1(), st.cpu_window) {
+            if let Err(e) = bar1.remap(va + off, mv.to, len) {
+                // BAR1 may reach either chunk now (the space is broken, and the GPU hands
+                // nothing out any more): neither goes back, and the allocation's memory never
+                // does ([`crate::mem::backing::Backing`]'s `stuck`).
+                pr_err!(
+                    "compaction: remapping BAR1 for the move of {:#x}: {e:?}; neither chunk goes back\n",
+                    mv.from
+                );
+                self.backing.stuck.store(true, Relaxed);
+                return Err(e);
+            }
         }
         p.relocate(dst, mv.to);
         // Orders the new location before the count: a reader that sees the count sees it.
         self.moves.fetch_add(1, Release);
         // SAFETY: The old chunk is unreachable (as above) and no longer the piece's.
-        let zero = match unsafe { helpers::zero_mmio(src, len) } {
+        let zero = match unsafe { mem.reach.zero(mv.from, len) } {
             Ok(()) => Zero::Zeroed,
             Err(_) => Zero::Dirty,
         };
@@ -147,7 +162,7 @@ impl Allocation {
 /// Compacts `mem` until `goal` fits, as far as its movable memory allows.
 pub(crate) fn compact(mem: &Arc<FbMemory>, goal: Goal) -> Result<Report> {
     // Compaction copies through a flat aperture; through BAR1 it needs the copy engine.
-    mem.reach.flat()?;
+    mem.reach.can_copy()?;
     let mut one = mem.compacting.lock();
     // This compaction's number: it marks the allocations it has looked at.
     *one += 1;

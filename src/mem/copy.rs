@@ -6,8 +6,8 @@
 //! waits on a semaphore, and the CPU never touches the bytes. nvrs boots no GSP and runs no
 //! channels; compaction's only backend copies through the CPU and a flat aperture, which is
 //! what a GPU without a usable copy engine falls back to, and all the emulated GPUs have. The
-//! GPU model has an engine ([`crate::ce`]), which scrubs its memory; compaction does not run
-//! there yet (its memory has no flat aperture), and would copy with that engine.
+//! GPU model has an engine ([`crate::ce`]), which scrubs and compacts its memory (which has no
+//! flat aperture) instead ([`crate::mem::reach::Reach::copy`]).
 
 use kernel::prelude::*;
 

@@ -8,16 +8,29 @@
 //! test-bed's GPU model: nvrs writes BAR1's page tables only there, [`crate::bar1`]) reaches
 //! its memory through BAR1, a window smaller than the memory: nothing in it is reachable until
 //! nvrs maps it, pins map their pages into it ([`crate::p2p::pin`]) and return BAR1 addresses,
-//! CPU mappings map the whole allocation at a run of their own ([`crate::mem::cpu_map`]), and
+//! CPU mappings map the whole allocation at a run of their own ([`crate::mem::cpu_map`]),
+//! dma-bufs their range, and
 //! scrubbing is done by the GPU's copy engine ([`crate::ce`]) or, without one, by the CPU
 //! through a BAR1 slot of its own.
 //!
-//! Not yet through BAR1: dma-bufs, P2PDMA and compaction ask for a flat aperture
-//! ([`Reach::flat`]) and fail with `EOPNOTSUPP` without one.
+//! dma-bufs map their exported range at a BAR1 run of their own for as long as they hold the
+//! memory ([`crate::dmabuf`]). Compaction copies with the copy engine ([`Reach::copy`]) and
+//! points the moved pages' entries of the allocation's CPU run at their new place. Not yet
+//! through BAR1: P2PDMA, which asks for a flat aperture ([`Reach::flat`]) and fails with
+//! `EOPNOTSUPP` without one.
 
 use kernel::{prelude::*, sync::Arc};
 
-use crate::{bar1::Bar1Space, ce::ModelCe, helpers, hwref::P2P_PAGE_SIZE};
+use crate::{
+    bar1::Bar1Space,
+    ce::{
+        ModelCe,
+        Target, //
+    },
+    helpers,
+    hwref::P2P_PAGE_SIZE,
+    mem::copy::CopyEngine,
+};
 
 /// How a GPU's memory is reached ([`crate::mem::fb::FbMemory::reach`]).
 pub(crate) enum Reach {
@@ -106,6 +119,38 @@ impl Reach {
             Reach::Bar1 { ce: Some(ce), .. } => ce.fill(fb, len, 0),
             // SAFETY: As above.
             Reach::Bar1 { bar1, ce: None } => unsafe { bar1.zero(fb, len) },
+        }
+    }
+
+    /// Whether [`Self::copy`] can move memory: through a flat aperture, or with the copy
+    /// engine; `EOPNOTSUPP` through BAR1 without one.
+    pub(crate) fn can_copy(&self) -> Result {
+        match self {
+            Reach::Bar1 { ce: None, .. } => Err(EOPNOTSUPP),
+            _ => Ok(()),
+        }
+    }
+
+    /// Copies `len` bytes of the GPU's memory from framebuffer offset `from` to `to`: through
+    /// the aperture with `copier`, or with the copy engine. Sleeps.
+    ///
+    /// # Safety
+    ///
+    /// Both ranges must be GPU memory the caller owns and nobody else can reach during the
+    /// copy.
+    pub(crate) unsafe fn copy(
+        &self,
+        copier: &dyn CopyEngine,
+        to: u64,
+        from: u64,
+        len: u64,
+    ) -> Result {
+        match self {
+            // SAFETY: The caller owns both ranges (function safety requirement).
+            Reach::Flat { base } => unsafe { copier.copy(*base + to, *base + from, len) },
+            // The engine touches only the VRAM it is told to: the caller's.
+            Reach::Bar1 { ce: Some(ce), .. } => ce.copy(Target::Vram(to), Target::Vram(from), len),
+            Reach::Bar1 { ce: None, .. } => Err(EOPNOTSUPP),
         }
     }
 

@@ -8,9 +8,12 @@
 # address, and exactly the pinned pages mapped. A put unmaps them (the old
 # address reads all-ones and the model counts the fault); a BAR1 smaller than
 # the memory runs out (ENOMEM, counted) and recovers once pins are put; the
-# GPU's unbind revokes a pin and leaves nothing mapped. CPU mappings go
-# through BAR1 as well. What only a flat aperture does so far (dma-bufs) is
-# refused with EOPNOTSUPP on the model.
+# GPU's unbind revokes a pin and leaves nothing mapped. CPU mappings and
+# dma-bufs go through BAR1 as well: an export maps its range at a BAR1 run of
+# its own, importers get those addresses, and the run is unmapped once the
+# export stops holding the memory (its importers and file are gone, or the
+# unbind revoked it). Compaction copies with the copy engine and points the
+# moved pages' BAR1 entries at the copies.
 
 . /scenarios/lib.sh
 M=/lib/modules
@@ -117,20 +120,72 @@ for spec in "$@"; do
 		alloc A $i 2M \; alloc B $i 2M \; ctl pinmany @A 0x200000 $((n - 1)) \; \
 		!ENOMEM wr B 0x0 0x1 \; ctl putmany \; wr B 0x0 0x1 \; free A \; free B
 
-	# Not through BAR1 yet: dma-bufs.
-	tool "$bdf: dma-bufs refused with EOPNOTSUPP" \
-		alloc A $i 2M \; !EOPNOTSUPP export A 0 2M \; free A
+	# dma-bufs: an export of 2 MiB of a 4 MiB allocation maps its 32 pages at
+	# a BAR1 run; a pinned importer (the RDMA core's path) gets BAR1 addresses
+	# and edu DMAs through them, which the walker finds in VRAM where BAR1's
+	# tables translate them (32 pages mapped, before the CPU maps anything);
+	# the dma-buf's CPU mapping and the allocation's read what edu wrote. Put,
+	# closed and freed, nothing is left mapped.
+	tool "$bdf: a dma-buf export imported by edu through BAR1" \
+		alloc A $i 4M \; export A 0x200000 2M \; ctl dbget 0 %A 0 0x200000 pinned \; \
+		ctl dbdma 0 0x10000 0x61610000 \; ctl dbdma 0 0x1f0000 0x62620000 \; \
+		sh "echo nvrs-hostcheck: bar1-pages $i 32 >\$NVRS_OUT; echo nvrs-hostcheck: bar1-patterns $i 2 >\$NVRS_OUT; $HOSTSYNC" \; \
+		rd A 0x210000 0x61610000 \; dbrd A 0x1f0000 0x62620000 \; \
+		dbwr A 0x30000 0x63630000 \; rd A 0x230000 0x63630000 \; \
+		ctl dbput 0 \; close A \; free A \; \
+		sh "echo nvrs-hostcheck: bar1-pages $i 0 >\$NVRS_OUT; $HOSTSYNC"
+	check "$bdf: one sg entry per 64 KiB page of BAR1 (edu's maximum segment)" \
+		grep -q '^dbget pinned entries 32 ' /tmp/tool.out
+	expect_eq "$bdf: nothing of BAR1 handed out after the dma-buf's release" "0 B" \
+		"$(sed -n 's/^bar1_mapped: //p' $info)"
+	# BAR1 full: the export fails with ENOMEM and holds nothing.
+	tool "$bdf: with BAR1 full of pins, an export fails with ENOMEM" \
+		alloc A $i 2M \; alloc B $i 2M \; ctl pinmany @A 0x200000 $((n - 1)) \; \
+		!ENOMEM export B 0 2M \; ctl putmany \; export B 0 2M \; close B \; \
+		free A \; free B
+	expect_eq "$bdf: BAR1 is free again" "0 B" "$(sed -n 's/^bar1_mapped: //p' $info)"
 	# Scrubbing: the copy engine zeroes what a CPU mapping wrote before the
 	# memory is handed out again.
 	expect_eq "$bdf: nvrs uses the model's copy engine" model \
 		"$(sed -n 's/^copy_engine: \([a-z]*\).*/\1/p' $info)"
 	l0=$(sed -n 's/^copy_engine: model, \([0-9]*\) launches.*/\1/p' $info)
+	# nvrs-smi dmon -s e watches it (NVRS_IOCTL_GPU_COPY_ENGINE): its one
+	# interval spans the scrubs.
 	tool "$bdf: memory written through BAR1 comes back zeroed" \
+		sh "nvrs-smi dmon -c 1 -d 3 -s e --format csv -i $bdf >/tmp/dmon-e.txt 2>&1 &" \; \
+		sh "sleep 1" \; \
 		alloc A $i 2M \; wr A 0x10000 0x5a5a5a5a \; free A \; \
-		alloc B $i 2M \; rd B 0x10000 0 \; free B
+		alloc B $i 2M \; rd B 0x10000 0 \; free B \; sh "sleep 3"
 	l1=$(sed -n 's/^copy_engine: model, \([0-9]*\) launches.*/\1/p' $info)
 	expect_eq "$bdf: the copy engine scrubbed it" yes \
 		"$([ -n "$l0" ] && [ "${l1:-0}" -gt "$l0" ] && echo yes || echo no)"
+	while IFS= read -r l; do diag "  $l"; done </tmp/dmon-e.txt
+	check "$bdf: dmon -s e counts the engine's transfers and MiB in the interval" \
+		grep -qE "^$i, [1-9][0-9]*, [1-9][0-9.]*$" /tmp/dmon-e.txt
+	# Compaction: 64 allocations of 64 KiB, each mapped for the CPU (one BAR1
+	# page each) with a needle, every other one freed: two roots half used,
+	# the rest free. Asking for all roots but one to be free moves the kept
+	# allocations of one root into the other's holes with the copy engine,
+	# points their BAR1 entries at the copies and scrubs the old chunks, so
+	# each needle must read back through its old mapping (a stale entry would
+	# read the scrubbed chunk) and be in the VRAM file, and BAR1 must map just
+	# the 32 pages.
+	roots=$(($(fb_total $bdf) / 2097152 - 1))
+	dmesg_mark
+	tool "$bdf: compaction moves CPU-mapped memory with the copy engine" \
+		frag $i 64 \; sh "echo $roots > $D/$bdf/compact" \; fragcheck \; stats $i \; \
+		sh "echo nvrs-hostcheck: bar1-pages $i 32 32 >\$NVRS_OUT; $HOSTSYNC"
+	check "$bdf: every kept allocation reads its needle after the move" \
+		grep -qE "^fragcheck 32 kept, 0 wrong$" /tmp/tool.out
+	check "$bdf: one compaction moved memory" grep -qE \
+		"^stats gpu $i version 4 .* compactions 1 compacted_bytes [1-9][0-9]*$" /tmp/tool.out
+	expect_eq "$bdf: one dmesg line tells what it moved, all it planned" 1 \
+		"$(dmesg_new | grep -cE "compaction for $roots free roots: moved ([1-9][0-9]*) of \\1 planned chunks")"
+	l2=$(sed -n 's/^copy_engine: model, \([0-9]*\) launches.*/\1/p' $info)
+	expect_eq "$bdf: with the copy engine" yes \
+		"$([ -n "$l1" ] && [ "${l2:-0}" -gt "$l1" ] && echo yes || echo no)"
+	expect_eq "$bdf: nothing of BAR1 handed out once the process exited" "0 B" \
+		"$(sed -n 's/^bar1_mapped: //p' $info)"
 	echo "nvrs-hostcheck: gmmu-empty $i $inst $mmu $((bar1 / 2))"
 	sh /scenarios/hostsync.sh
 	i=$((i + 1))
@@ -148,6 +203,9 @@ for spec in "$@"; do
 	info=$D/$bdf/info
 	expect_eq "$bdf: no copy engine used" none \
 		"$(sed -n 's/^copy_engine: \([a-z]*\).*/\1/p' $info 2>/dev/null)"
+	nvrs-smi dmon -c 1 -d 1 -s e --format csv -i $bdf >/tmp/dmon-e.txt 2>&1
+	expect_eq "$bdf: dmon -s e prints '-' for a GPU nvrs uses no engine of" \
+		"#gpu, ce, cemov|#Idx, #, MiB|$i, -, -|" "$(tr '\n' '|' </tmp/dmon-e.txt)"
 	tool "$bdf: the CPU scrubs through BAR1 what a CPU mapping wrote" \
 		alloc A $i 2M \; wr A 0x10000 0x5a5a5a5a \; free A \; \
 		alloc B $i 2M \; rd B 0x10000 0 \; free B

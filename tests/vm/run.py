@@ -432,7 +432,8 @@ class BackingCheck:
             self.storage.sync(self.gpus)
         if self.present:
             blocks = set()
-            for g in self.gpus:
+            # The GPU models' VRAM too: compaction moves their memory as well.
+            for g in [*self.gpus, *self.models]:
                 with open(g.path, "rb") as f:
                     data = f.read()
                 blocks.update(data[o:o + 16] for o in range(0, len(data), 65536))
