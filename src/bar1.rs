@@ -128,6 +128,8 @@ pub(crate) struct Bar1Space {
     exhausted: Atomic<u64>,
     /// An unmap failed: BAR1 may still translate memory nvrs gave up ([`Self::is_broken`]).
     broken: Atomic<bool>,
+    /// Runs released so far (test builds: `test_fail_bar1_unmap` fails one of them).
+    releases: Atomic<u32>,
 }
 
 /// One register write or read at a time through a borrowed BAR0, with the window in `State`.
@@ -280,6 +282,7 @@ impl Bar1Space {
                 scrub <- new_mutex!((), "Bar1Space::scrub"),
                 exhausted: Atomic::new(0),
                 broken: Atomic::new(false),
+                releases: Atomic::new(0),
             }),
             GFP_KERNEL,
         )
@@ -444,6 +447,13 @@ impl Bar1Space {
             let end = start.checked_add(n).ok_or(EINVAL)?;
             if n == 0 || end >= nslots || slots::used_in(&st.slots, start, n) != n {
                 return Err(EINVAL);
+            }
+            // Test builds: an entry write or invalidate that fails, as a GPU that stopped
+            // answering would make them (the run stays marked, the space breaks).
+            let nth = self.releases.fetch_add(1, Relaxed).wrapping_add(1);
+            if nth == crate::test_fail_bar1_unmap() && nth != 0 {
+                self.broken.store(true, Relaxed);
+                return Err(EIO);
             }
             self.clear(regs, st, va, n)?;
             if slots::mark(&mut st.slots, nslots, start, n, false) {

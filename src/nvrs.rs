@@ -173,6 +173,12 @@ nvrs_module! {
         description: "Tests only: leave a GPU model's copy engine unused, so that the CPU \
             scrubs its memory through BAR1",
     },
+    test_fail_bar1_unmap: u32 {
+        default: 0,
+        description: "Tests only: the n-th BAR1 unmap of each GPU model since its bind fails \
+            (the bind's self-test makes the first), as a GPU that stopped answering would fail \
+            it; 0 = none",
+    },
     test_tombs_max: u32 {
         default: 0,
         description: "Tests only: the most tombstones of revoked pins' tables kept at once \
@@ -327,6 +333,14 @@ pub(crate) fn test_no_copy_engine() -> bool {
     return module_parameters::test_no_copy_engine.value();
     #[cfg(not(nvrs_testing))]
     false
+}
+
+/// The `test_fail_bar1_unmap` module parameter (test builds; 0, none, otherwise).
+pub(crate) fn test_fail_bar1_unmap() -> u32 {
+    #[cfg(nvrs_testing)]
+    return module_parameters::test_fail_bar1_unmap.value();
+    #[cfg(not(nvrs_testing))]
+    0
 }
 
 /// The `dmabuf_revocable_only` module parameter.

@@ -479,13 +479,19 @@ impl Allocation {
     }
 
     /// Unmaps a BAR1 run that mapped some of the allocation's pages; if BAR1 may still reach
-    /// them, the memory never goes back ([`Backing::stuck`]).
+    /// them, the memory never goes back ([`Self::keep_memory`]).
     fn release_window(&self, window: Option<(u64, usize)>) {
         if let Some((va, pages)) = window {
             if !self.backing.mem.reach.release(va, pages) {
-                self.backing.stuck.store(true, Relaxed);
+                self.keep_memory();
             }
         }
+    }
+
+    /// Something may still reach the memory (BAR1 could not unmap it): it never goes back to
+    /// the memory manager, whoever lets go of it last.
+    pub(crate) fn keep_memory(&self) {
+        self.backing.stuck.store(true, Relaxed);
     }
 
     /// Adds (or drops) a memory-manager pin on each of the pieces at `r`; all or nothing when

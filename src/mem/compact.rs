@@ -121,7 +121,7 @@ impl Allocation {
                     "compaction: remapping BAR1 for the move of {:#x}: {e:?}; neither chunk goes back\n",
                     mv.from
                 );
-                self.backing.stuck.store(true, Relaxed);
+                self.keep_memory();
                 return Err(e);
             }
         }

@@ -799,6 +799,8 @@ impl PinEntry {
             if let Err(e) = self.count_chunks(false) {
                 pr_err!("dropping P2P pins: {e:?}\n");
             }
+        } else {
+            self.alloc.keep_memory();
         }
         sw.lap(Phase::PmmUnpin);
         // Forget the pin before waking waiters, so a revocation woken here does not find it

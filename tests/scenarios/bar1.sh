@@ -218,4 +218,34 @@ check "no pins left" grep -qx "pins: 0" $D/p2p
 check "rmmod nvrs" rmmod nvrs
 expect_eq "no nvrs message at warning level or above" 0 $(($(loud) - loud0))
 
+# A BAR1 unmap that fails (test_fail_bar1_unmap=2: the first after the bind's
+# self-test), as a GPU that stopped answering would fail it: the pin's put
+# cannot clear its entries, so BAR1 may still reach its pages. They must never
+# go back to the memory manager (the free leaves them allocated, the walker
+# still finds them mapped), the GPU refuses new allocations with EIO, and one
+# line says so. GPU removal then clears BAR1.
+check "insmod nvrs bind_nvidia=1 test_fail_bar1_unmap=2" \
+	insmod $M/nvrs.ko bind_nvidia=1 test_fail_bar1_unmap=2
+check "insmod consumer" insmod $M/nvrs_consumer.ko
+model_fields "$1"
+bdf=$(pci_functions 0x10de 0x$dev | head -n1)
+info=$D/$bdf/info
+dmesg_mark
+loud1=$(loud)
+tool "$bdf: a failed BAR1 unmap keeps the pin's memory and stops allocations" \
+	alloc A 0 2M \; ctl pin 0 @A 0x200000 \; ctl map 0 \; ctl put 0 \; \
+	!EIO alloc B 0 64K \; free A \; stats 0 \; \
+	sh "echo nvrs-hostcheck: bar1-pages 0 32 >\$NVRS_OUT; $HOSTSYNC"
+expect_eq "$bdf: one line says BAR1 could not unmap and the memory is kept" 1 \
+	"$(dmesg_new | grep -c 'unmapping 32 pages at BAR1 offset 0x[0-9a-f]*: [A-Za-z0-9()]*; the GPU.s memory is not handed out any more')"
+check "$bdf: the freed allocation's 2 MiB stay allocated" grep -qE \
+	"^stats gpu 0 version 4 fb_total [0-9]+ fb_used 2097152 " /tmp/tool.out
+check "$bdf: the GPU's unbind clears BAR1" sh -c "echo $bdf > /sys/bus/pci/drivers/nvrs/unbind"
+echo "nvrs-hostcheck: bar1-pages 0 0"
+sh /scenarios/hostsync.sh
+check "rmmod consumer" rmmod nvrs_consumer
+check "rmmod nvrs" rmmod nvrs
+dmesg_new | grep -E "nvrs|WARN|BUG" | while IFS= read -r l; do diag "  $l"; done
+expect_eq "and no other message at warning level or above" 1 $(($(loud) - loud1))
+
 done_testing

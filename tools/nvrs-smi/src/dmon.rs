@@ -19,10 +19,8 @@
 //! `--format csv` prints the same rows with commas; `--json` one JSON object per row
 //! ([`crate::monitor`]).
 
-use std::time::Duration;
-
 use crate::model::{Gpu, Snapshot};
-use crate::monitor::{self, Cell, Col, Format, Stop};
+use crate::monitor::{self, Cell, Col, Format, View};
 
 /// The groups `-s` knows, in the order their columns are printed.
 pub const GROUPS: &str = "tmpce";
@@ -187,20 +185,14 @@ fn rows(
     any.then_some(out)
 }
 
-/// Prints the header, then `count` samples (0: until killed) `delay` apart, reading a new
-/// snapshot with `load` each time, for the GPUs whose bus ids are `ids` (see
-/// [`monitor::run`] for how it stops).
-pub fn run(
-    groups: &str,
-    delay: Duration,
-    count: u32,
-    ids: &[String],
-    format: Format,
-    load: impl FnMut() -> Result<Snapshot, String>,
-) -> Result<(), Stop> {
-    let cols = parse_groups(groups).map_err(|e| (2, e))?;
+/// The monitor of `-s groups` for the GPUs whose bus ids are `ids` ([`monitor::run`]), or why
+/// `groups` is not valid (the message for exit status 2).
+pub fn view(groups: &str, ids: &[String], format: Format) -> Result<View, String> {
+    let cols = parse_groups(groups)?;
     let header = monitor::header(&table(&cols), format);
-    monitor::run(&header, delay, count, load, |then, now, dt| {
-        rows(&cols, then, now, ids, dt, format)
+    let ids = ids.to_vec();
+    Ok(View {
+        header,
+        rows: Box::new(move |then, now, dt| rows(&cols, then, now, &ids, dt, format)),
     })
 }

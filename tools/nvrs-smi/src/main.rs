@@ -219,11 +219,12 @@ fn monitor(
     }
     let delay = std::time::Duration::from_secs(delay);
     let load = || load(cli, false).map_err(|Fail(_, m)| m);
-    match which {
-        Monitor::Dmon => dmon::run(groups, delay, count, &ids, format, load),
-        Monitor::Pmon => pmon::run(groups, delay, count, &ids, format, load),
+    let view = match which {
+        Monitor::Dmon => dmon::view(groups, &ids, format),
+        Monitor::Pmon => pmon::view(groups, &ids, format),
     }
-    .map_err(|(code, m)| Fail(code, m))
+    .map_err(|e| Fail(2, e))?;
+    monitor::run(view, delay, count, load).map_err(|(code, m)| Fail(code, m))
 }
 
 fn json(v: &impl serde::Serialize) -> String {

@@ -154,21 +154,30 @@ pub fn format(format: Option<&str>, json: bool) -> Result<Format, String> {
     }
 }
 
+/// A monitor: its header, and what makes its rows of two snapshots `dt` seconds apart
+/// (`None`: nothing is left to monitor).
+pub struct View {
+    pub header: String,
+    pub rows: Rows,
+}
+
+/// The rows of a [`View`] for the last two snapshots and the seconds between them.
+pub type Rows = Box<dyn FnMut(&Snapshot, &Snapshot, f64) -> Option<String>>;
+
 /// Why the monitor stopped: the exit status and a message.
 pub type Stop = (u8, String);
 
-/// Prints `header`, then `count` samples (0: until killed) `delay` apart, reading a new
-/// snapshot with `load` each time and printing what `rows` makes of the last two and the
-/// seconds between them (`None`: nothing is left to monitor). Rows are flushed as they are
-/// printed. Stops with status 6 once nothing is left, 9 when a snapshot cannot be read, 1
-/// when stdout fails (a closed pipe ends it quietly, status 0).
+/// Prints the view's header, then `count` samples (0: until killed) `delay` apart, reading a
+/// new snapshot with `load` each time and printing the view's rows of the last two. Rows are
+/// flushed as they are printed. Stops with status 6 once nothing is left, 9 when a snapshot
+/// cannot be read, 1 when stdout fails (a closed pipe ends it quietly, status 0).
 pub fn run(
-    header: &str,
+    view: View,
     delay: Duration,
     count: u32,
     mut load: impl FnMut() -> Result<Snapshot, String>,
-    mut rows: impl FnMut(&Snapshot, &Snapshot, f64) -> Option<String>,
 ) -> Result<(), Stop> {
+    let View { header, mut rows } = view;
     let mut out = std::io::stdout().lock();
     let mut put = |text: &str| -> Result<bool, Stop> {
         match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
@@ -177,7 +186,7 @@ pub fn run(
             Err(e) => Err((1, format!("writing the rows: {e}"))),
         }
     };
-    if !put(header)? {
+    if !put(&header)? {
         return Ok(());
     }
     let mut then = load().map_err(|e| (9, e))?;
