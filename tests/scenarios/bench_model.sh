@@ -8,6 +8,12 @@
 #    TLB; the put clears them and invalidates again) against the same calls on
 #    an emulated GPU of the same chip with a flat aperture (no BAR1 work), in
 #    alternated rounds in one process.
+#  - compact_model_16m: a compaction that moves 16 MiB of CPU-mapped 64 KiB
+#    allocations on the model (the copy engine copies, nvrs points the moved
+#    pages' BAR1 entries at the copies, the engine scrubs the old chunks)
+#    against the same compaction on the emulated GPU (the CPU copies and
+#    scrubs through the flat aperture: the only other way nvrs moves memory),
+#    in alternated rounds.
 #  - scrub_model_*: the free of an allocation written through a CPU mapping
 #    (so that it is scrubbed as it goes back), scrubbed by the model's copy engine
 #    against the CPU writing zeros through BAR1's scrub slot (nvrs loaded with
@@ -72,6 +78,38 @@ pin_bar1() {
 }
 pin_bar1 64k 0x10000 200
 pin_bar1 2m 0x200000 100
+
+# compact_once GPU: 1024 CPU-mapped 64 KiB allocations on GPU (32 roots),
+# every other one freed, then a compaction until all roots but 16 are free:
+# the nanoseconds it took and the bytes it moved (nvrs-tool benchcompact).
+compact_once() {
+	set -- $1 $(nvrs-tool info $1 2>/dev/null | sed -n 's/^gpu [0-9]* \([^ ]*\) .*/\1/p')
+	goal=$(($(fb_total $2) / 2097152 - 16))
+	nvrs-tool frag $1 1024 \; benchcompact /sys/kernel/debug/nvrs/$2/compact $goal $1 2>/dev/null |
+		sed -n 's/^benchcompact bytes \([0-9]*\) ns \([0-9]*\) .*/\2 \1/p'
+}
+: >/tmp/c.model
+: >/tmp/c.flat
+r=1
+while [ $r -le $ROUNDS ]; do
+	for side in $([ $((r % 2)) = 1 ] && echo "model flat" || echo "flat model"); do
+		if [ $side = model ]; then compact_once $MODEL; else compact_once $FLAT; fi >>/tmp/c.$side
+	done
+	r=$((r + 1))
+done
+cut -d' ' -f1 /tmp/c.model >/tmp/c.nvrs
+cut -d' ' -f1 /tmp/c.flat >/tmp/c.anchor
+n=$(spread </tmp/c.nvrs)
+a=$(spread </tmp/c.anchor)
+pp=$(paired /tmp/c.nvrs /tmp/c.anchor)
+moved=$(cut -d' ' -f2 /tmp/c.model /tmp/c.flat | sort -u)
+check "compaction on the model measured, both sides moving 16 MiB every round" \
+	test -n "$n" -a -n "$a" -a -n "$pp" -a "$moved" = 16777216 \
+	-a "$(wc -l </tmp/c.nvrs)" = "$ROUNDS" -a "$(wc -l </tmp/c.anchor)" = "$ROUNDS"
+if [ -n "$n" ] && [ -n "$a" ]; then
+	set -- $n $a
+	line "compact_model_16m" "$1" "$4" "rounds=$ROUNDS $pp $(minmax nvrs $2 $3) $(minmax anchor $5 $6) nvrs_is=copy_engine anchor_is=cpu_flat_aperture"
+fi
 unload
 
 # scrub_once: the free of 16 MiB written through a CPU mapping on the model
