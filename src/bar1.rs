@@ -103,11 +103,13 @@ pub(crate) struct Counters {
     pub(crate) tlb_invalidates: u32,
 }
 
-/// What `Bar1Space::state` guards: where the PRAMIN window is, which slots are mapped, and
-/// whether GPU removal cleared every entry ([`Bar1Space::clear_all`]).
+/// What `Bar1Space::state` guards: where the PRAMIN window is, which slots are mapped, where
+/// the next reservation starts looking ([`slots::find_free`]: next fit), and whether GPU
+/// removal cleared every entry ([`Bar1Space::clear_all`]).
 struct State {
     window: Option<u64>,
     slots: KVec<u64>,
+    next: usize,
     cleared: bool,
 }
 
@@ -251,6 +253,7 @@ impl Bar1Space {
         let mut st = State {
             window: None,
             slots: map,
+            next: 0,
             cleared: false,
         };
         let regs = Regs {
@@ -358,13 +361,14 @@ impl Bar1Space {
         if st.cleared {
             return Err(ENODEV);
         }
-        let Some(start) = slots::find_free(&st.slots, nslots, n) else {
+        let Some(start) = slots::find_free(&st.slots, nslots, n, st.next) else {
             self.exhausted.fetch_add(1, Relaxed);
             return Err(ENOMEM);
         };
         if !slots::mark(&mut st.slots, nslots, start, n, true) {
             return Err(EINVAL);
         }
+        st.next = start + n;
         Ok(BIG_PAGE * u64::try_from(start)?)
     }
 

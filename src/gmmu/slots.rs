@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! BAR1's 64 KiB slots: one bit each, set while the slot is mapped, and first-fit room for a
+//! BAR1's 64 KiB slots: one bit each, set while the slot is mapped, and next-fit room for a
 //! run of them.
 //!
 //! The bits live in a slice the caller allocated when BAR1 was set up, so that mapping and
@@ -18,13 +18,23 @@ fn is_set(map: &[u64], i: usize) -> bool {
     map[i / BITS] & (1 << (i % BITS)) != 0
 }
 
-/// The first run of `n` clear slots among the first `slots`, if any (`n` > 0).
-pub(crate) fn find_free(map: &[u64], slots: usize, n: usize) -> Option<usize> {
+/// The first run of `n` clear slots that starts at or after `from` among the first `slots`,
+/// or, if there is none, the first run anywhere (next fit; `n` > 0). The caller moves `from`
+/// past each run it takes, so that a run just released is reused only once BAR1 has gone
+/// round: a peer that still holds an address of an ended pin most likely finds it unmapped
+/// (reading all-ones) rather than mapping someone else's memory.
+pub(crate) fn find_free(map: &[u64], slots: usize, n: usize, from: usize) -> Option<usize> {
     if n == 0 || n > slots || map.len() < words(slots) {
         return None;
     }
-    let (mut start, mut i) = (0, 0);
-    while i < slots {
+    let from = if from < slots { from } else { 0 };
+    find_in(map, from, slots, n).or_else(|| find_in(map, 0, slots, n))
+}
+
+/// The first run of `n` clear slots inside `lo..hi`.
+fn find_in(map: &[u64], lo: usize, hi: usize, n: usize) -> Option<usize> {
+    let (mut start, mut i) = (lo, lo);
+    while i < hi {
         // Whole words at a time where they are full.
         if i % BITS == 0 && map[i / BITS] == u64::MAX {
             i += BITS;

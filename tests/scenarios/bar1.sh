@@ -75,6 +75,15 @@ for spec in "$@"; do
 	expect_eq "$bdf: nothing of BAR1 handed out after the put" "0 B" \
 		"$(sed -n 's/^bar1_mapped: //p' $info)"
 
+	# BAR1 runs are taken next fit: a pin does not get the run the last one
+	# released (a peer still holding the old address finds it unmapped, not
+	# someone else's memory) until BAR1 has gone round.
+	tool "$bdf: a new pin does not reuse the BAR1 run the last one released" \
+		alloc A $i 2M \; ctl pin 0 @A 0x200000 \; ctl put 0 \; \
+		ctl pin 1 @A 0x200000 \; ctl put 1 \; free A
+	expect_eq "$bdf: two BAR1 addresses, different" 2 \
+		"$(sed -n 's/^pinned .* phys0 \(0x[0-9a-f]*\) .*/\1/p' /tmp/tool.out | sort -u | wc -l)"
+
 	# BAR1 smaller than memory: pin it all in 2 MiB pins until it runs out.
 	n=$((bar1 / 2))
 	tool "$bdf: $n pins of 2 MiB fill the $bar1 MiB BAR1 but its scrub slot" \

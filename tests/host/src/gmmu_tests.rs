@@ -176,9 +176,9 @@ fn slots_find_first_fit_runs_and_refuse_double_marks() {
     // A 256 MiB BAR1: 4096 slots of 64 KiB.
     let n = 4096;
     let mut map = vec![0u64; words(n)];
-    assert_eq!(find_free(&map, n, 0), None);
-    assert_eq!(find_free(&map, n, n + 1), None);
-    assert_eq!(find_free(&map, n, 3), Some(0));
+    assert_eq!(find_free(&map, n, 0, 0), None);
+    assert_eq!(find_free(&map, n, n + 1, 0), None);
+    assert_eq!(find_free(&map, n, 3, 0), Some(0));
     assert!(mark(&mut map, n, 0, 3, true));
     // Marking a mapped slot again, or clearing a free one, changes nothing.
     assert!(!mark(&mut map, n, 2, 2, true));
@@ -189,16 +189,43 @@ fn slots_find_first_fit_runs_and_refuse_double_marks() {
     assert_eq!(used_in(&map, 1, 4), 2);
     // Runs that cross word boundaries, and a hole too small for the request.
     assert!(mark(&mut map, n, 4, 120, true));
-    assert_eq!(find_free(&map, n, 1), Some(3));
-    assert_eq!(find_free(&map, n, 2), Some(124));
+    assert_eq!(find_free(&map, n, 1, 0), Some(3));
+    assert_eq!(find_free(&map, n, 2, 0), Some(124));
     assert!(mark(&mut map, n, 124, n - 124, true));
     // Full but for slot 3: one slot fits, two do not (BAR1 is exhausted: ENOMEM).
     assert_eq!(used(&map, n), n - 1);
-    assert_eq!(find_free(&map, n, 1), Some(3));
-    assert_eq!(find_free(&map, n, 2), None);
+    assert_eq!(find_free(&map, n, 1, 0), Some(3));
+    assert_eq!(find_free(&map, n, 2, 0), None);
     assert!(mark(&mut map, n, 3, 1, true));
-    assert_eq!(find_free(&map, n, 1), None);
+    assert_eq!(find_free(&map, n, 1, 0), None);
     assert!(mark(&mut map, n, 0, n, false));
     assert_eq!(used(&map, n), 0);
-    assert_eq!(find_free(&map, n, n), Some(0));
+    assert_eq!(find_free(&map, n, n, 0), Some(0));
+}
+
+#[test]
+fn slots_are_reused_only_once_bar1_went_round() {
+    use crate::gmmu::slots::{find_free, mark, words};
+    let n = 64;
+    let mut map = vec![0u64; words(n)];
+    // Take a run of 4, release it: the next search starts past it.
+    let a = find_free(&map, n, 4, 0).unwrap();
+    assert!(mark(&mut map, n, a, 4, true));
+    assert!(mark(&mut map, n, a, 4, false));
+    let b = find_free(&map, n, 4, a + 4).unwrap();
+    assert_eq!(b, 4, "not the run just released");
+    assert!(mark(&mut map, n, b, 4, true));
+    // Past the end, or where no run fits after the cursor, it goes round to the first fit.
+    assert_eq!(find_free(&map, n, 4, n), Some(0));
+    assert!(mark(&mut map, n, 8, n - 8, true));
+    assert_eq!(find_free(&map, n, 4, 8), Some(0));
+    assert_eq!(find_free(&map, n, 5, 8), None);
+    // Free: 0..4 and 8..10. From 9 nothing fits after the cursor; the first-fit search
+    // finds room before it.
+    assert!(mark(&mut map, n, 8, n - 8, false));
+    assert!(mark(&mut map, n, 10, n - 10, true));
+    assert_eq!(find_free(&map, n, 2, 8), Some(8));
+    assert_eq!(find_free(&map, n, 2, 9), Some(0));
+    assert_eq!(find_free(&map, n, 4, 9), Some(0));
+    assert_eq!(find_free(&map, n, 6, 9), None);
 }
