@@ -14,7 +14,7 @@
 #   make check                every test: host cargo tests, then the VM suites
 #   make bench                benchmarks against their anchors (not tests)
 #   make soak                 a 60-second race in a VM (not part of check)
-#   make consumer M=<dir> SCRIPT=<file> [TOPOLOGY= IOMMU= KERNEL= NVRS_PARAMS=]
+#   make consumer M=<dir> SCRIPT=<file> [TOPOLOGY= IOMMU= KERNEL= MODEL= NVRS_PARAMS=]
 #                             build your own consumer module against nvrs and
 #                             run your script with it in the test VM
 #   make dkms-source DESTDIR=<root>
@@ -69,7 +69,7 @@ bench:
 # A consumer author's module and script in the test VM (tests/consumer-run.sh).
 consumer:
 	@M="$(M)" SCRIPT="$(SCRIPT)" TOPOLOGY="$(TOPOLOGY)" IOMMU="$(IOMMU)" KERNEL="$(KERNEL)" \
-		NVRS_PARAMS="$(NVRS_PARAMS)" TIMEOUT="$(TIMEOUT)" tests/consumer-run.sh
+		MODEL="$(MODEL)" NVRS_PARAMS="$(NVRS_PARAMS)" TIMEOUT="$(TIMEOUT)" tests/consumer-run.sh
 
 soak:
 	@tests/soak.sh

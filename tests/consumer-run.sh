@@ -17,6 +17,10 @@
 #   IOMMU=on         or off
 #   KERNEL=check     lockdep, kmemleak, DMA-API debugging; or sanitize: KASAN,
 #                    UBSAN, SLUB debugging (clang-built; a first run builds it)
+#   MODEL=GH100:1024:256  a GPU model beside the emulated GPUs (chip, MiB of
+#                    VRAM, MiB of BAR1; tests/model/nvrs-gpu.c): nvrs maps its
+#                    memory through BAR1 page tables, so pins return BAR1
+#                    addresses; MODEL=none for the emulated GPUs only
 #   NVRS_PARAMS=...  extra nvrs module parameters (modinfo nvrs.ko)
 #   TIMEOUT=900      seconds before the VM counts as hung
 #
@@ -33,13 +37,15 @@ TOPOLOGY=${TOPOLOGY:-switch}
 IOMMU=${IOMMU:-on}
 KERNEL=${KERNEL:-check}
 TIMEOUT=${TIMEOUT:-900}
+MODEL=${MODEL:-GH100:1024:256}
 # `make consumer M=...` passes its command line on in MAKEFLAGS: the builds
 # below (nvrs's own, with its own M) must not inherit it.
 unset MAKEFLAGS MFLAGS MAKEOVERRIDES
 
 usage() {
 	echo "usage: make consumer M=<module dir> SCRIPT=<script> [TOPOLOGY=switch|root]" \
-		"[IOMMU=on|off] [KERNEL=check|sanitize] [NVRS_PARAMS=...] [TIMEOUT=s]" >&2
+		"[IOMMU=on|off] [KERNEL=check|sanitize] [MODEL=CHIP:MiB:MiB|none]" \
+		"[NVRS_PARAMS=...] [TIMEOUT=s]" >&2
 	echo "consumer: FAIL ($1)"
 	exit 2
 }
@@ -51,9 +57,19 @@ done
 case "$TOPOLOGY" in switch | root) ;; *) usage "TOPOLOGY is switch or root" ;; esac
 case "$IOMMU" in on | off) ;; *) usage "IOMMU is on or off" ;; esac
 case "$KERNEL" in check | sanitize) ;; *) usage "KERNEL is check or sanitize" ;; esac
+case "$MODEL" in none | [A-Z]*:[0-9]*:[0-9]*) ;; *) usage "MODEL is CHIP:VRAM_MIB:BAR1_MIB or none" ;; esac
 MDIR=$(cd "$MDIR" && pwd)
 
 nvrs_bootstrap check
+model=()
+if [ "$MODEL" != none ]; then
+	nvrs_bootstrap qemu || {
+		echo "consumer: FAIL (building the QEMU with the GPU model; MODEL=none runs without it)"
+		exit 1
+	}
+	# The emulated GPUs stay (run.py leaves them out when it adds a model).
+	model=(--gpu GH100 --gpu GA100 --model-gpu "$MODEL")
+fi
 # nvrs, the test tools (nvrs-tool allocates GPU memory in the scripts).
 nvrs_build
 NVRS_KO=$ROOT/nvrs.ko
@@ -93,12 +109,12 @@ for s in $SCRIPTS; do
 	scripts+=(--script "$s")
 done
 
-echo "== VM: $TOPOLOGY topology, IOMMU $IOMMU, $KERNEL kernel =="
+echo "== VM: $TOPOLOGY topology, IOMMU $IOMMU, $KERNEL kernel, GPU model: $MODEL =="
 san=()
 [ "$KERNEL" = sanitize ] && san=(--append "slub_debug=FZPU" --mem 2048)
 set +e
 python3 "$TESTS/vm/run.py" --kernel "$BZIMAGE" --module "$NVRS_KO" "${mods[@]}" \
-	--bin "$OUT/nvrs-tool" --bin "$OUT/nvrs-smi" --topology "$TOPOLOGY" --iommu "$IOMMU" \
+	--bin "$OUT/nvrs-tool" --bin "$OUT/nvrs-smi" --topology "$TOPOLOGY" --iommu "$IOMMU" "${model[@]}" \
 	"${scripts[@]}" --nvrs-params "${NVRS_PARAMS:-}" "${san[@]}" --timeout "$TIMEOUT" \
 	--log "$OUT/consumer-console.log" | tee "$OUT/consumer-vm.txt"
 rc=${PIPESTATUS[0]}

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Scenario "consumer": the VM side of `make consumer`. Loads nvrs with the
-# emulated GPUs and edu as the peer, runs each of a consumer author's scripts
+# emulated GPUs, the GPU model if there is one, and edu as the peer, runs each of a consumer author's scripts
 # (run.py --script; in /consumer, as /bin/sh programs) and judges each by its
 # exit status, its output shown as diagnostics. Then what any consumer must
 # leave behind: its modules unload, no pin is left, every byte of GPU memory
@@ -11,9 +11,15 @@
 . /scenarios/lib.sh
 M=/lib/modules
 
+# A GPU model (make consumer MODEL=...) is an NVIDIA GPU: nvrs binds it too.
+models=
+[ -n "$NVRS_MODEL_GPUS" ] && models=bind_nvidia=1
 # shellcheck disable=SC2086 # the parameters are words
-check "insmod nvrs emulated=1 peer_device=0x123411e8 $NVRS_CONSUMER_PARAMS" \
-	insmod $M/nvrs.ko emulated=1 peer_device=0x123411e8 $NVRS_CONSUMER_PARAMS
+check "insmod nvrs emulated=1 $models peer_device=0x123411e8 $NVRS_CONSUMER_PARAMS" \
+	insmod $M/nvrs.ko emulated=1 $models peer_device=0x123411e8 $NVRS_CONSUMER_PARAMS
+set -- $NVRS_MODEL_GPUS
+NVRS_BOUND=$((NVRS_GPUS + $#))
+expect_eq "every GPU bound: $NVRS_GPUS emulated, $# models" $NVRS_BOUND "$(nvrs_bound | wc -l)"
 expect_eq "consumer scripts given" yes "$([ -n "$NVRS_CONSUMER_SCRIPTS" ] && echo yes)"
 for s in $NVRS_CONSUMER_SCRIPTS; do
 	diag "running $s"
