@@ -381,16 +381,11 @@ impl NvrsDriver {
             // A release still waiting for the block layer reads the pages until it is done
             // (within `mem::p2pdma::FREE_WAIT_MS`), even if the waits above gave up.
             mem.p2pdma.wait_drops();
+            let (phys, len) = mem.p2pdma.range();
             // SAFETY: Every allocation was released above, and a release lets go of its struct
             // pages (`mem::p2pdma`), so nvrs holds none; the range is what `publish_p2pdma`
             // published.
-            unsafe {
-                crate::helpers::p2pdma_unregister(
-                    pdev,
-                    gpu.aperture.phys + gpu.fb.offset,
-                    p2pdma_len(gpu.fb),
-                )
-            };
+            unsafe { crate::helpers::p2pdma_unregister(pdev, phys, len) };
         }
     }
 }
@@ -402,21 +397,26 @@ fn p2pdma_len(fb: FbRange) -> u64 {
 }
 
 /// Gives the GPU's memory struct pages in the kernel's P2PDMA, for `NVRS_ALLOC_P2PDMA`
-/// allocations ([`crate::mem::p2pdma`]), unless the `p2pdma` parameter is off. A failure is
-/// one dmesg line; the GPU works without them.
+/// allocations ([`crate::mem::p2pdma`]), unless the `p2pdma` parameter is off: the aperture's
+/// memory on an emulated GPU, BAR1 on an NVIDIA GPU (an allocation maps itself at a run of BAR1
+/// for its life, and its pages are that run's). A failure is one dmesg line; the GPU works
+/// without them.
 fn publish_p2pdma(pdev: &pci::Device<Core<'_>>, aperture: Aperture, fb: FbRange, mem: &FbMemory) {
     if !crate::p2pdma() {
         return;
     }
-    if mem.reach.flat().is_err() {
-        dev_info!(
-            pdev,
-            "no P2PDMA provider: struct pages for memory behind BAR1 are not implemented\n"
-        );
-        return;
-    }
+    // (BAR, offset in it, CPU physical address, bytes).
+    let (bar, offset, phys, len) = match mem.reach.bar1() {
+        Some(b) => (1, 0, b.phys(), b.layout().size()),
+        None => (
+            aperture.bar,
+            fb.offset,
+            aperture.phys + fb.offset,
+            p2pdma_len(fb),
+        ),
+    };
     // Struct pages exist in 2 MiB subsections; the memory manager uses whole 2 MiB roots.
-    if (aperture.phys + fb.offset) % ROOT_CHUNK_SIZE != 0 || p2pdma_len(fb) == 0 {
+    if phys % ROOT_CHUNK_SIZE != 0 || len == 0 {
         dev_warn!(
             pdev,
             "no P2PDMA provider: GPU memory does not start on a 2 MiB boundary\n"
@@ -431,13 +431,18 @@ fn publish_p2pdma(pdev: &pci::Device<Core<'_>>, aperture: Aperture, fb: FbRange,
         );
         return;
     }
-    match crate::helpers::p2pdma_register(pdev, aperture.bar, fb.offset, p2pdma_len(fb)) {
+    match crate::helpers::p2pdma_register(pdev, bar, offset, len) {
         Ok(()) => {
-            mem.p2pdma.publish();
+            mem.p2pdma.publish(phys, len);
             dev_info!(
                 pdev,
-                "P2PDMA provider: {} of GPU memory as struct pages\n",
-                Size(p2pdma_len(fb))
+                "P2PDMA provider: {} of {} as struct pages\n",
+                Size(len),
+                if mem.reach.bar1().is_some() {
+                    "BAR1"
+                } else {
+                    "GPU memory"
+                }
             );
         }
         Err(e) => dev_warn!(
@@ -516,6 +521,9 @@ fn model_memory(
             pdev,
             "cannot reserve BAR1 write-combined ({e:?}); CPU mappings are uncached\n"
         );
+    } else {
+        // As for an emulated GPU's aperture (`publish_p2pdma`).
+        mem.p2pdma.set_write_combined();
     }
     Ok(mem)
 }

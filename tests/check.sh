@@ -271,8 +271,9 @@ vm switch --topology switch --bad-gpus --nvme switch --scenario probe --scenario
 # The GPU model, in a VM of its own: two models (Ver3 and Ver2 page tables,
 # BAR1 smaller than VRAM), checked from the guest and by the runner's walker,
 # then bound and identified by nvrs, which hands their memory out through BAR1
-# (pins at BAR1 addresses, DMAed by edu, BAR1 running out and recovering).
-vm model --model-gpu GH100:1024:256 --model-gpu GA100:512:128 --scenario model \
+# (pins at BAR1 addresses, DMAed by edu, BAR1 running out and recovering; CPU
+# mappings, dma-bufs, compaction and NVMe P2PDMA through BAR1).
+vm model --model-gpu GH100:1024:256 --model-gpu GA100:512:128 --nvme switch --scenario model \
 	--scenario bar1 "${KUNIT[@]}"
 # The DKMS package: `dkms build` against the test kernel tree (Debian's dkms,
 # in a private tree), and the module it builds is the one the next VM loads.
@@ -368,6 +369,13 @@ if nvrs_build_sanitize; then
 		--nvme switch --scenario probe --scenario topology --scenario p2p --scenario isolation \
 		--scenario vaspace --scenario dmabuf --scenario compact --scenario removal --scenario teardown \
 		--scenario faults --scenario storage --scenario faultinject --scenario fuzz "${KUNIT[@]}"
+	# The GPU model's path (BAR1 page tables, the copy engine, P2PDMA through
+	# BAR1) under the sanitizers too.
+	OWN_MODULES=1 vm sanitize-model --kernel "$(cat "$SAN/bzimage")" --append "slub_debug=FZPU" \
+		--mem 2048 --timeout 1200 --module "$SAN/nvrs.ko" \
+		--module "$SAN/tests/consumer/nvrs_consumer.ko" --bin "$OUT/nvrs-tool" \
+		--bin "$OUT/nvrs-smi" --bin "$OUT/nvrs-model-test" --model-gpu GH100:1024:256 \
+		--model-gpu GA100:512:128 --nvme switch --scenario model --scenario bar1 "${KUNIT[@]}"
 	log=$OUT/vm-sanitize-console.log
 	SUMMARY+=("     fault injection: $(sed -n 's/.*nvrs-faultinject: points \([0-9]*\).*/\1/p' "$log" | tail -n1) injection points exercised")
 	SUMMARY+=("     fuzzing: $(sed -n 's/.*nvrs-fuzz-count: \([0-9]*\).*/\1/p' "$log" | tail -n1) operations")

@@ -109,7 +109,9 @@ struct nvrs_alloc {
  * go of every page. Whether a device may reach the GPU is the kernel's
  * decision: a path it refuses fails the request (EREMOTEIO). -EOPNOTSUPP if
  * the GPU's memory has no struct pages (nvrs.ko p2pdma=0, or registration
- * failed: dmesg says why; nvrs-smi -q shows the state).
+ * failed: dmesg says why; nvrs-smi -q shows the state). On a GPU model the
+ * struct pages are BAR1's: the allocation takes a BAR1 run of its size for
+ * its life (-ENOMEM when BAR1 has no room).
  */
 #define NVRS_ALLOC_P2PDMA	(1U << 2)
 #define NVRS_ALLOC_FLAGS	(NVRS_ALLOC_CONTIGUOUS | NVRS_ALLOC_ZERO | \

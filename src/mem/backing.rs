@@ -102,6 +102,10 @@ pub(crate) struct Backing {
     /// A request held some of them past the bound, or BAR1 could not unmap the memory: it is
     /// never handed out again.
     pub(super) stuck: Atomic<bool>,
+    /// Through BAR1, struct pages of the run that maps every piece in order (BAR1 offset,
+    /// pages; [`Backing::take_pages`]): from before the memory is reachable until the block
+    /// layer let go of every page, in [`Backing::give_back`]. CPU mappings use it too.
+    pub(crate) p2p_window: Option<(u64, usize)>,
 }
 
 impl Drop for Backing {
@@ -152,6 +156,13 @@ impl Backing {
         }
         if self.stuck.load(Relaxed) {
             return;
+        }
+        // The block layer let go of every page: BAR1 stops reaching them before they go back.
+        if let Some((va, n)) = self.p2p_window {
+            if !self.mem.reach.release(va, n) {
+                self.stuck.store(true, Relaxed);
+                return;
+            }
         }
         // Writing the aperture only while GPU removal waits for us; once the GPU is going away
         // its manager dies with it (or stays retired while pins from before the removal exist)
@@ -216,6 +227,7 @@ pub(crate) fn alloc_backing(mem: &Arc<FbMemory>, size: u64, contiguous: bool) ->
         p2pdma: false,
         pages_held: Atomic::new(false),
         stuck: Atomic::new(false),
+        p2p_window: None,
     };
     let mut ids = KVVec::new();
     ids.resize(count, ChunkId::default(), GFP_KERNEL)?;

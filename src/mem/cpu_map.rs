@@ -108,7 +108,8 @@ impl Allocation {
         if st.released || self.mem().is_gone() {
             return Err(ENOENT);
         }
-        if st.cpu_window.is_some() {
+        // A P2PDMA allocation is mapped in BAR1 for its whole life already.
+        if st.cpu_window.is_some() || self.backing.p2p_window.is_some() {
             return Ok(());
         }
         for i in 0..u64::try_from(n)? {
@@ -132,7 +133,11 @@ impl Allocation {
         };
         let piece = off - off % P2P_PAGE_SIZE;
         let reach = &self.mem().reach;
-        let phys = match (reach.flat(), reach.bar1(), st.cpu_window) {
+        let phys = match (
+            reach.flat(),
+            reach.bar1(),
+            st.cpu_window.or(self.backing.p2p_window),
+        ) {
             (Ok(base), _, _) => self.fb_offset_at(piece).map(|fb| base + fb),
             // The allocation's BAR1 run maps its pages in order.
             (Err(_), Some(b), Some((va, n)))

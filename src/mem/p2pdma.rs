@@ -6,7 +6,10 @@
 //!
 //! The driver publishes each GPU's memory with `pci_p2pdma_add_resource()` at the end of probe
 //! (`rust/p2pdma.c`; [`P2pdma::publish`]). That gives every page of the aperture a struct page
-//! of the ZONE_DEVICE kind `MEMORY_DEVICE_PCI_P2PDMA`. An allocation made with
+//! of the ZONE_DEVICE kind `MEMORY_DEVICE_PCI_P2PDMA`. An NVIDIA GPU (the GPU model) publishes
+//! BAR1 instead, whose pages reach memory only where nvrs mapped them: a P2PDMA allocation
+//! maps all of itself at a BAR1 run before it is reachable, uses that run's struct pages, and
+//! unmaps it only after the block layer let go of every page ([`Backing::p2p_window`]). An allocation made with
 //! `NVRS_ALLOC_P2PDMA` is mapped for the CPU with those pages instead of bare page frames
 //! ([`crate::mem::cpu_map`]), and the block layer's `pin_user_pages(FOLL_PCI_P2PDMA)` accepts
 //! such a mapping: an `O_DIRECT` read into it (or an io_uring read) has the NVMe controller DMA
@@ -54,6 +57,7 @@ use kernel::{
 
 use crate::{
     helpers,
+    hwref::P2P_PAGE_SIZE,
     mem::{
         backing::Backing,
         fb, //
@@ -69,6 +73,9 @@ pub(crate) const FREE_WAIT_MS: u32 = 60_000;
 pub(crate) struct P2pdma {
     /// The driver published the GPU's memory (struct pages exist for all of it).
     published: Atomic<bool>,
+    /// The range it published ([`Self::publish`]).
+    range_phys: Atomic<u64>,
+    range_len: Atomic<u64>,
     /// The aperture is reserved write-combined (a condition for publishing).
     write_combined: Atomic<bool>,
     /// Bytes of live allocations made with struct pages.
@@ -86,6 +93,8 @@ impl P2pdma {
     pub(crate) fn new() -> Self {
         Self {
             published: Atomic::new(false),
+            range_phys: Atomic::new(0),
+            range_len: Atomic::new(0),
             write_combined: Atomic::new(false),
             bytes: Atomic::new(0),
             stuck: Atomic::new(0),
@@ -113,14 +122,22 @@ impl P2pdma {
         self.write_combined.load(Relaxed)
     }
 
-    /// Records that the GPU's memory has struct pages (the end of probe, once).
-    pub(crate) fn publish(&self) {
-        self.published.store(true, Relaxed);
+    /// Records that `[phys, phys + len)` has struct pages: the GPU's memory, or its BAR1 (the
+    /// end of probe, once).
+    pub(crate) fn publish(&self, phys: u64, len: u64) {
+        self.range_phys.store(phys, Relaxed);
+        self.range_len.store(len, Relaxed);
+        self.published.store(true, Release);
+    }
+
+    /// What [`Self::publish`] recorded: `(phys, len)`, for the unbind.
+    pub(crate) fn range(&self) -> (u64, u64) {
+        (self.range_phys.load(Relaxed), self.range_len.load(Relaxed))
     }
 
     /// Whether allocations can be made of struct pages.
     pub(crate) fn is_published(&self) -> bool {
-        self.published.load(Relaxed)
+        self.published.load(Acquire)
     }
 
     /// Bytes of live allocations made of struct pages.
@@ -150,27 +167,46 @@ impl Backing {
     /// Makes the backing struct pages nvrs holds (an allocation made with
     /// `NVRS_ALLOC_P2PDMA`): each piece pinned in the memory manager, so that compaction
     /// leaves it where the block layer may be DMAing, and each page given nvrs's reference.
-    /// Called once the memory is scrubbed and before it is reachable. All or nothing:
-    /// `-EOPNOTSUPP` if the GPU has no struct pages.
+    /// Through BAR1 the pages are those of a BAR1 run that maps every piece in order, for the
+    /// backing's life ([`Backing::p2p_window`]; `ENOMEM` when BAR1 has no room), released only
+    /// once the block layer let go of every page ([`Backing::give_back`]). Called once the
+    /// memory is scrubbed and before it is reachable. All or nothing: `-EOPNOTSUPP` if the GPU
+    /// has no struct pages.
     pub(super) fn take_pages(&mut self) -> Result {
         if !self.mem.p2pdma.is_published() {
             return Err(EOPNOTSUPP);
         }
-        // Published only on a flat aperture.
-        let base = self.mem.reach.flat()?;
+        if let Some(bar1) = self.mem.reach.bar1() {
+            let mut pages = KVec::new();
+            for (i, p) in self.pieces.iter().enumerate() {
+                for k in 0..self.piece_len(i) / P2P_PAGE_SIZE {
+                    pages.push(p.fb_offset() + k * P2P_PAGE_SIZE, GFP_KERNEL)?;
+                }
+            }
+            // Nothing stays mapped on failure ([`crate::bar1::Bar1Space::map`]).
+            self.p2p_window = Some((bar1.map(&pages, false)?, pages.len()));
+        }
         for (i, p) in self.pieces.iter().enumerate() {
             let len = self.piece_len(i);
             let pinned = self.mem.pmm.lock().p2p_pin(p.id()).map_err(fb::errno);
-            // SAFETY: The piece is this backing's memory of a GPU whose memory has struct pages
-            // (`is_published`, set only once the driver published it, and the GPU stays bound
-            // while the backing holds memory), not yet reachable by anyone.
-            let taken = pinned
-                .and_then(|_| unsafe { helpers::p2pdma_get_pages(base + p.fb_offset(), len) });
+            let taken = pinned.and_then(|_| {
+                let phys = self.pages_phys(i)?;
+                // SAFETY: The piece's pages have struct pages (`is_published`, set only once
+                // the driver published them, and the GPU stays bound while the backing holds
+                // memory), not yet reachable by anyone.
+                unsafe { helpers::p2pdma_get_pages(phys, len) }
+            });
             if let Err(e) = taken {
                 if pinned.is_ok() {
                     let _ = self.mem.pmm.lock().p2p_unpin(p.id());
                 }
                 self.undo_pages(i);
+                if let Some((va, n)) = self.p2p_window.take() {
+                    // Nobody could reach the pages; if BAR1 still maps them, they stay.
+                    if !self.mem.reach.release(va, n) {
+                        self.stuck.store(true, Relaxed);
+                    }
+                }
                 return Err(e);
             }
         }
@@ -180,16 +216,28 @@ impl Backing {
         Ok(())
     }
 
+    /// The CPU physical address of the struct pages of piece `i`: in the flat aperture, or in
+    /// the backing's BAR1 run.
+    pub(super) fn pages_phys(&self, i: usize) -> Result<u64> {
+        let reach = &self.mem.reach;
+        let p = self.pieces.get(i).ok_or(EINVAL)?;
+        match (reach.flat(), reach.bar1(), self.p2p_window) {
+            (Ok(base), _, _) => Ok(base + p.fb_offset()),
+            (Err(_), Some(b), Some((va, _))) => {
+                Ok(b.phys() + va + self.layout.offset_of(u64::try_from(i)?))
+            }
+            _ => Err(EOPNOTSUPP),
+        }
+    }
+
     /// Undoes [`Backing::take_pages`] for the first `n` pieces (their pages are still free:
     /// nobody could reach them).
     fn undo_pages(&self, n: usize) {
-        // Pages were taken, so the aperture is flat ([`Backing::take_pages`]).
-        let Ok(base) = self.mem.reach.flat() else {
-            return;
-        };
         for (i, p) in self.pieces.iter().enumerate().take(n) {
-            // SAFETY: `take_pages` took the references on this piece a moment ago.
-            unsafe { helpers::p2pdma_put_pages(base + p.fb_offset(), self.piece_len(i)) };
+            if let Ok(phys) = self.pages_phys(i) {
+                // SAFETY: `take_pages` took the references on this piece a moment ago.
+                unsafe { helpers::p2pdma_put_pages(phys, self.piece_len(i)) };
+            }
             let _ = self.mem.pmm.lock().p2p_unpin(p.id());
         }
     }
@@ -229,24 +277,25 @@ impl Backing {
 
     /// The body of [`Backing::finish_drop`], counted in [`P2pdma::wait_drops`].
     fn put_and_wait(&self, until: Instant<Monotonic>) {
-        // Pages were taken, so the aperture is flat ([`Backing::take_pages`]).
-        let Ok(base) = self.mem.reach.flat() else {
-            return;
-        };
-        for (i, p) in self.pieces.iter().enumerate() {
-            // SAFETY: `take_pages` took these references, and only the one caller of
-            // `begin_drop` that cleared `pages_held` gets here.
-            unsafe { helpers::p2pdma_put_pages(base + p.fb_offset(), self.piece_len(i)) };
+        // Pages were taken ([`Backing::take_pages`]), so every piece has their address.
+        for i in 0..self.pieces.len() {
+            if let Ok(phys) = self.pages_phys(i) {
+                // SAFETY: `take_pages` took these references, and only the one caller of
+                // `begin_drop` that cleared `pages_held` gets here.
+                unsafe { helpers::p2pdma_put_pages(phys, self.piece_len(i)) };
+            }
         }
         crate::testhook::delay(crate::testhook::Point::PagesPut);
         let mut busy = 0u64;
-        for (i, p) in self.pieces.iter().enumerate() {
+        for i in 0..self.pieces.len() {
+            let Ok(phys) = self.pages_phys(i) else {
+                continue;
+            };
             let left =
                 u32::try_from((until - Instant::now()).as_millis().max(0)).unwrap_or(u32::MAX);
             // SAFETY: The GPU's struct pages stay until after its unbind, which waits until no
             // drop is in progress (`P2pdma::wait_drops`) before it gives them up.
-            busy +=
-                unsafe { helpers::p2pdma_wait_free(base + p.fb_offset(), self.piece_len(i), left) };
+            busy += unsafe { helpers::p2pdma_wait_free(phys, self.piece_len(i), left) };
         }
         self.mem.p2pdma.sub(self.bytes());
         if busy != 0 {

@@ -14,10 +14,10 @@
 //! through a BAR1 slot of its own.
 //!
 //! dma-bufs map their exported range at a BAR1 run of their own for as long as they hold the
-//! memory ([`crate::dmabuf`]). Compaction copies with the copy engine ([`Reach::copy`]) and
-//! points the moved pages' entries of the allocation's CPU run at their new place. Not yet
-//! through BAR1: P2PDMA, which asks for a flat aperture ([`Reach::flat`]) and fails with
-//! `EOPNOTSUPP` without one.
+//! memory ([`crate::dmabuf`]), and P2PDMA allocations map themselves at one for their life, whose
+//! struct pages they hand to the block layer ([`crate::mem::p2pdma`]). Compaction copies with
+//! the copy engine ([`Reach::copy`]) and points the moved pages' entries of the allocation's CPU
+//! run at their new place.
 
 use kernel::{prelude::*, sync::Arc};
 

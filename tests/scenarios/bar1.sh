@@ -199,6 +199,36 @@ for spec in "$@"; do
 	sh /scenarios/hostsync.sh
 	i=$((i + 1))
 done
+# Storage (run.py --nvme switch: the NVMe controller under the models' PCIe
+# switch): BAR1 has struct pages, and a P2PDMA allocation maps itself at a
+# BAR1 run for its life, so O_DIRECT reads and writes go between the
+# controller and BAR1, which translates them into VRAM: the file's bytes are
+# found in the VRAM file, the controller's DMA (QEMU's trace) reached BAR1,
+# the write lands on the disk, and the run is unmapped once the free let go of
+# the pages.
+if [ "$NVRS_NVME" = switch ]; then
+	check "NVMe: the disk mounted" storage_setup
+	i=0
+	for spec in "$@"; do
+		model_fields "$spec"
+		bdf=$(pci_functions 0x10de 0x$dev | head -n1)
+		info=$D/$bdf/info
+		check "$bdf is a P2PDMA provider (BAR1's struct pages)" \
+			grep -q "^p2pdma: provider, 0 B in allocations" $info
+		tool "$bdf: O_DIRECT read() and write of 1 MiB through BAR1's struct pages" \
+			alloc P $i 4M contig p2pdma \; dio read P /mnt/s1m 0 1M \; dcmp P /mnt/s1m 0 1M \; \
+			sh "echo nvrs-hostcheck: storage-in s1m >\$NVRS_OUT; echo nvrs-hostcheck: bar1-pages $i 64 >\$NVRS_OUT; $HOSTSYNC" \; \
+			dio write P /mnt/model$i 0 1M \; free P \; \
+			sh "echo nvrs-hostcheck: bar1-pages $i 0 >\$NVRS_OUT; $HOSTSYNC"
+		echo "nvrs-hostcheck: storage-out model$i s1m"
+		check "$bdf: the allocation counted and let go of" \
+			grep -q "^p2pdma: provider, 0 B in allocations, 0 B stuck" $info
+		i=$((i + 1))
+	done
+	echo "nvrs-hostcheck: storage-direct $((2 * 1024 * 1024))"
+	check "umount" umount /mnt
+fi
+
 # Without the copy engine the CPU scrubs through BAR1's scrub slot.
 check "rmmod consumer" rmmod nvrs_consumer
 check "rmmod nvrs" rmmod nvrs

@@ -429,7 +429,8 @@ class BackingCheck:
 
     def sync(self):
         if self.storage:
-            self.storage.sync(self.gpus)
+            # The GPU models' VRAM too: P2PDMA reads land there through BAR1.
+            self.storage.sync([*self.gpus, *self.models])
         if self.present:
             blocks = set()
             # The GPU models' VRAM too: compaction moves their memory as well.
@@ -604,7 +605,10 @@ class BackingCheck:
                 self.results.append((f"GPU{i} backing file holds no {pattern:#010x} (scrubbed)"
                                      + ("" if at < 0 else f": found at offset {at:#x}"), at < 0))
         if self.storage:
-            self.results += self.storage.finish(self.apertures, self.gpus)
+            # A GPU model's BAR1 (where the scenario announced it) is GPU memory too.
+            bars = [(phys, phys + self.models[i].bar1) for i, (phys, _) in self.bar1s.items()
+                    if i < len(self.models)]
+            self.results += self.storage.finish(self.apertures, self.gpus, bars)
         return self.results
 
 

@@ -132,7 +132,9 @@ class Storage:
             pages.update(range(addr & ~(PAGE - 1), addr + length, PAGE))
         return pages
 
-    def finish(self, apertures, gpus):
+    def finish(self, apertures, gpus, more_bars=()):
+        """The checks asked for; `more_bars`: other (start, end) bus ranges that are GPU
+        memory (the GPU models' BAR1)."""
         results = self.results
         keep = os.environ.get("NVRS_STORAGE_KEEP")
         if keep:
@@ -155,7 +157,7 @@ class Storage:
                 results.append(("storage: QEMU traced the controller's DMA", False))
             else:
                 bars = [(apertures[i], apertures[i] + g.size) for i, g in enumerate(gpus)
-                        if i in apertures]
+                        if i in apertures] + list(more_bars)
                 in_gpu = sum(1 for p in pages if any(a <= p < b for a, b in bars)) * PAGE
                 results.append((f"storage: the controller's DMA reached {in_gpu} bytes of GPU "
                                 f"memory directly, at least {self.direct} asked", in_gpu >= self.direct))
