@@ -22,11 +22,7 @@ set -e
 	echo "faults.sh needs TOPOLOGY=switch"
 	exit 1
 }
-insmod /lib/modules/edu_peer.ko
 C=/sys/kernel/debug/edu_peer/ctl
-# The first GPU nvrs bound is nvrs-tool's GPU 0.
-GPU=$(ls /sys/bus/pci/drivers/nvrs | grep '^0000:' | head -n1)
-F=/sys/kernel/debug/nvrs/$GPU/faults
 
 # tool ARGS...: nvrs-tool's commands, its output shown; a failure ends the test.
 tool() {
@@ -47,71 +43,86 @@ expect() {
 	}
 }
 
-# fault COMMAND: one fault control on GPU 0.
-fault() {
-	echo "faults: $*"
-	echo "$*" >"$F"
-}
+# The checks run on GPU 0 (an emulated GPU) and on the GPU model if the VM has
+# one (make consumer MODEL=..., the last GPU): there a pin's pages are in BAR1,
+# a BAR1 budget meets real BAR1 mapping, and the GPU falling off the bus takes
+# BAR1 with it.
+gpus=$(nvrs-tool count | sed -n 's/^gpus \([0-9]*\)$/\1/p')
+under=0
+[ -n "$NVRS_MODEL_GPUS" ] && under="0 $((gpus - 1))"
+for G in $under; do
+	GPU=$(nvrs-tool info $G | sed -n 's/^gpu [0-9]* \([^ ]*\) .*/\1/p')
+	F=/sys/kernel/debug/nvrs/$GPU/faults
+	echo "GPU $G ($GPU)"
+	# Loaded afresh for each GPU: its revocation count starts at 0.
+	insmod /lib/modules/edu_peer.ko
 
-# get_pages fails once with EBUSY (nvrs-tool's "!EBUSY" expects that errno
-# from the control write that makes edu-peer pin); the next read works.
-fault fail get_pages EBUSY nth 1
-tool alloc A 0 2M \; fill A 0x0dd00001 \; !EBUSY ctlf $C read @A 0x10000 0x0dd00001 \; \
-	ctlf $C read @A 0x10000 0x0dd00001
-expect "^read words 512 match 512 first 0x0dd00001$"
+	# fault COMMAND: one fault control on the GPU under test.
+	fault() {
+		echo "faults: $*"
+		echo "$*" >"$F"
+	}
 
-# dma_map_pages fails once with ENOMEM: edu-peer must put the pin it got.
-fault fail dma_map ENOMEM nth 1
-tool alloc A 0 2M \; fill A 0x0dd00002 \; !ENOMEM ctlf $C read @A 0x10000 0x0dd00002 \; \
-	ctlf $C read @A 0x10000 0x0dd00002
-expect "^read words 512 match 512 first 0x0dd00002$"
+	# get_pages fails once with EBUSY (nvrs-tool's "!EBUSY" expects that errno
+	# from the control write that makes edu-peer pin); the next read works.
+	fault fail get_pages EBUSY nth 1
+	tool alloc A $G 2M \; fill A 0x0dd00001 \; !EBUSY ctlf $C read @A 0x10000 0x0dd00001 \; \
+		ctlf $C read @A 0x10000 0x0dd00001
+	expect "^read words 512 match 512 first 0x0dd00001$"
 
-# A BAR1 budget of 1 MiB: a 2 MiB pin does not fit (ENOMEM, as NVIDIA's driver
-# fails a pin it cannot map into BAR1); a 64 KiB one does.
-fault bar1 0x100000
-tool alloc A 0 2M \; !ENOMEM ctlf $C hold @A 0x200000 \; ctlf $C hold @A 0x10000 \; \
-	ctlf $C release
-expect "^release put revoked 0$"
-fault bar1 0
+	# dma_map_pages fails once with ENOMEM: edu-peer must put the pin it got.
+	fault fail dma_map ENOMEM nth 1
+	tool alloc A $G 2M \; fill A 0x0dd00002 \; !ENOMEM ctlf $C read @A 0x10000 0x0dd00002 \; \
+		ctlf $C read @A 0x10000 0x0dd00002
+	expect "^read words 512 match 512 first 0x0dd00002$"
 
-# revoke now: the held pin's free callback runs (in a worker); the later
-# release finds nothing to put.
-tool alloc A 0 2M \; ctlf $C hold @A 0x10000 \; sh "echo revoke now >$F" \; sh "sleep 1" \; \
-	ctlf $C release
-expect "^release none revoked 1$"
+	# A BAR1 budget of 1 MiB: a 2 MiB pin does not fit (ENOMEM, as NVIDIA's driver
+	# fails a pin it cannot map into BAR1); a 64 KiB one does.
+	fault bar1 0x100000
+	tool alloc A $G 2M \; !ENOMEM ctlf $C hold @A 0x200000 \; ctlf $C hold @A 0x10000 \; \
+		ctlf $C release
+	expect "^release put revoked 0$"
+	fault bar1 0
 
-# Callbacks 200 ms late, from a worker: a FREE of held memory still waits
-# for the callback before it returns.
-fault callback delay 200000
-fault callback context workqueue
-tool alloc A 0 2M \; ctlf $C hold @A 0x10000 \; free A \; ctlf $C release
-expect "^release none revoked 2$"
-fault callback delay 0
-fault callback context thread
+	# revoke now: the held pin's free callback runs (in a worker); the later
+	# release finds nothing to put.
+	tool alloc A $G 2M \; ctlf $C hold @A 0x10000 \; sh "echo revoke now >$F" \; sh "sleep 1" \; \
+		ctlf $C release
+	expect "^release none revoked 1$"
 
-# revoke every 200: whatever edu-peer holds is taken back within a period.
-fault revoke every 200
-tool alloc A 0 2M \; ctlf $C hold @A 0x10000 \; sh "sleep 1" \; ctlf $C release
-expect "^release none revoked 3$"
-fault revoke off
+	# Callbacks 200 ms late, from a worker: a FREE of held memory still waits
+	# for the callback before it returns.
+	fault callback delay 200000
+	fault callback context workqueue
+	tool alloc A $G 2M \; ctlf $C hold @A 0x10000 \; free A \; ctlf $C release
+	expect "^release none revoked 2$"
+	fault callback delay 0
+	fault callback context thread
 
-# The GPU falls off the bus while edu-peer holds a pin: the callback runs
-# once, the GPU leaves the bus; a rescan brings it back and it works again.
-tool alloc A 0 2M \; ctlf $C hold @A 0x10000 \; sh "echo remove surprise >$F" \; \
-	sh "for i in \$(seq 100); do test -e /sys/bus/pci/devices/$GPU || break; sleep 0.1; done" \; \
-	ctlf $C release
-expect "^release none revoked 4$"
-if [ -e "/sys/bus/pci/devices/$GPU" ]; then
-	echo "$GPU is still on the bus"
-	exit 1
-fi
-echo 1 >/sys/bus/pci/rescan
-[ -e "/sys/bus/pci/drivers/nvrs/$GPU" ] || {
-	echo "$GPU did not come back"
-	exit 1
-}
-tool alloc A 0 2M \; fill A 0x0dd00003 \; ctlf $C read @A 0x10000 0x0dd00003
-expect "^read words 512 match 512 first 0x0dd00003$"
+	# revoke every 200: whatever edu-peer holds is taken back within a period.
+	fault revoke every 200
+	tool alloc A $G 2M \; ctlf $C hold @A 0x10000 \; sh "sleep 1" \; ctlf $C release
+	expect "^release none revoked 3$"
+	fault revoke off
 
-rmmod edu_peer
+	# The GPU falls off the bus while edu-peer holds a pin: the callback runs
+	# once, the GPU leaves the bus; a rescan brings it back and it works again.
+	tool alloc A $G 2M \; ctlf $C hold @A 0x10000 \; sh "echo remove surprise >$F" \; \
+		sh "for i in \$(seq 100); do test -e /sys/bus/pci/devices/$GPU || break; sleep 0.1; done" \; \
+		ctlf $C release
+	expect "^release none revoked 4$"
+	if [ -e "/sys/bus/pci/devices/$GPU" ]; then
+		echo "$GPU is still on the bus"
+		exit 1
+	fi
+	echo 1 >/sys/bus/pci/rescan
+	[ -e "/sys/bus/pci/drivers/nvrs/$GPU" ] || {
+		echo "$GPU did not come back"
+		exit 1
+	}
+	tool alloc A $G 2M \; fill A 0x0dd00003 \; ctlf $C read @A 0x10000 0x0dd00003
+	expect "^read words 512 match 512 first 0x0dd00003$"
+
+	rmmod edu_peer
+done
 echo "edu_peer under the fault controls: every check passed"
