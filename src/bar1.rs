@@ -11,7 +11,7 @@
 //! [`Bar1Space::new`] sets up an empty address space over all of BAR1 in the last 2 MiB of
 //! VRAM and keeps BAR0 as a device-managed mapping, revoked when the device is unbound (every
 //! operation after that fails with `ENODEV`). BAR1 is handed out in runs of 64 KiB slots:
-//! [`Bar1Space::reserve`] finds and marks the first free run (`ENOMEM` when BAR1 has no room,
+//! [`Bar1Space::reserve`] finds and marks a free run, next fit (`ENOMEM` when BAR1 has no room,
 //! as NVIDIA's driver answers; counted), [`Bar1Space::fill`] writes a reserved run's entries,
 //! and [`Bar1Space::release`] clears them and frees the run; [`Bar1Space::map`] and
 //! [`Bar1Space::unmap`] do both at once. Every change invalidates the TLB before it returns,
@@ -349,7 +349,8 @@ impl Bar1Space {
         f(&regs, &mut st)
     }
 
-    /// Reserves the first free run of `n` slots of BAR1 and returns its BAR1 offset; nothing
+    /// Reserves a free run of `n` slots of BAR1 (next fit, [`slots::find_free`]) and returns
+    /// its BAR1 offset; nothing
     /// is mapped there until [`Self::fill`]. `ENOMEM` (and counted) if BAR1 has no such run,
     /// `EINVAL` for `n` = 0.
     pub(crate) fn reserve(&self, n: usize) -> Result<u64> {
@@ -404,15 +405,21 @@ impl Bar1Space {
         })
     }
 
-    /// Points the entries of a filled run from BAR1 offset `va` at `len` bytes of VRAM from
-    /// `fb` (compaction moved the pages there), a batch of entries at a time, without
-    /// allocating; the TLB is invalidated after each batch. A failure breaks the space
-    /// ([`Self::is_broken`]): BAR1 may reach the old pages or the new ones.
-    pub(crate) fn remap(&self, va: u64, fb: u64, len: u64) -> Result {
+    /// Points the entries of the filled run `run` (BAR1 offset, pages) from `off` bytes into it
+    /// at `len` bytes of VRAM from `fb` (compaction moved the pages there), never past the
+    /// run's end, a batch of entries at a time, without allocating; the TLB is invalidated
+    /// after each batch. A failure breaks the space ([`Self::is_broken`]): BAR1 may reach the
+    /// old pages or the new ones.
+    pub(crate) fn remap(&self, run: (u64, usize), off: u64, fb: u64, len: u64) -> Result {
         const BATCH: usize = 32;
-        if len % BIG_PAGE != 0 {
+        let (start, n) = run;
+        let run_len = u64::try_from(n)? * BIG_PAGE;
+        if len % BIG_PAGE != 0 || off % BIG_PAGE != 0 {
             return Err(EINVAL);
         }
+        // The part of the moved bytes the run maps.
+        let len = len.min(run_len.saturating_sub(off));
+        let va = start + off;
         let mut pages = [0u64; BATCH];
         let mut done = 0;
         while done < len {
@@ -468,7 +475,7 @@ impl Bar1Space {
         })
     }
 
-    /// Maps `pages` at the first free run of BAR1 ([`Self::reserve`], [`Self::fill`]) and
+    /// Maps `pages` at a free run of BAR1 ([`Self::reserve`], [`Self::fill`]) and
     /// returns its BAR1 offset; on failure nothing stays mapped.
     pub(crate) fn map(&self, pages: &[u64], read_only: bool) -> Result<u64> {
         let va = self.reserve(pages.len())?;

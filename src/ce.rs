@@ -306,8 +306,14 @@ impl ModelCe {
     pub(crate) fn counters(&self) -> Result<(u32, u64)> {
         self.bar1.with_bar0(|bar0| {
             let launches = bar0.try_read32(MODEL_CE_LAUNCHES)?;
-            let lo = bar0.try_read32(MODEL_CE_BYTES)?;
-            let hi = bar0.try_read32(MODEL_CE_BYTES + 4)?;
+            // The high word again after the low one: a carry between them is read whole.
+            let mut hi = bar0.try_read32(MODEL_CE_BYTES + 4)?;
+            let mut lo = bar0.try_read32(MODEL_CE_BYTES)?;
+            let again = bar0.try_read32(MODEL_CE_BYTES + 4)?;
+            if again != hi {
+                hi = again;
+                lo = bar0.try_read32(MODEL_CE_BYTES)?;
+            }
             Ok((launches, u64::from(lo) | (u64::from(hi) << 32)))
         })
     }

@@ -187,7 +187,12 @@ impl NvrsFile {
             index: a.index,
             ..Default::default()
         };
-        if let Some(ce) = g.mem.as_ref().and_then(|m| m.reach.ce()) {
+        if let Some(ce) = g
+            .mem
+            .as_ref()
+            .and_then(|m| m.reach.ce())
+            .filter(|ce| !ce.is_wedged())
+        {
             let (launches, bytes) = ce.counters()?;
             out.flags = uapi::CE_IN_USE;
             out.launches = launches.into();

@@ -407,7 +407,8 @@ fn publish_p2pdma(pdev: &pci::Device<Core<'_>>, aperture: Aperture, fb: FbRange,
     }
     // (BAR, offset in it, CPU physical address, bytes).
     let (bar, offset, phys, len) = match mem.reach.bar1() {
-        Some(b) => (1, 0, b.phys(), b.layout().size()),
+        // The model's aperture is its BAR1.
+        Some(b) => (aperture.bar, 0, b.phys(), b.layout().size()),
         None => (
             aperture.bar,
             fb.offset,
@@ -419,7 +420,8 @@ fn publish_p2pdma(pdev: &pci::Device<Core<'_>>, aperture: Aperture, fb: FbRange,
     if phys % ROOT_CHUNK_SIZE != 0 || len == 0 {
         dev_warn!(
             pdev,
-            "no P2PDMA provider: GPU memory does not start on a 2 MiB boundary\n"
+            "no P2PDMA provider: the range at {:#x} does not start on a 2 MiB boundary\n",
+            phys
         );
         return;
     }

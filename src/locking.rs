@@ -47,7 +47,9 @@
 //! `Bar1Space::state` (the GPU model's BAR1 slots and PRAMIN window, [`crate::bar1`]; taken
 //! alone, under `Allocation::state` by a pin, a CPU mapping or a dma-buf export mapping pages
 //! and by compaction pointing a moved piece's entries at its copy, under `Bar1Space::scrub` by
-//! a scrub, and by a pin's end with nothing held; the register writes under it run in the RCU
+//! a scrub, by a pin's end with nothing held, and by a dma-buf export's end, which may run
+//! under the dma-buf's reservation lock (its last importer unmapping after a revocation) and
+//! then also scrubs (`ModelCe::launch` or `Bar1Space::scrub` under that lock, no nvrs lock); the register writes under it run in the RCU
 //! read-side section that keeps the device-managed BAR0 mapped, and do not sleep),
 //! `Bar1Space::scrub` (BAR1's scrub slot, held while a scrub writes through it; taken with
 //! nothing held, `Bar1Space::state` under it),

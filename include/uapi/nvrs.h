@@ -416,7 +416,8 @@ struct nvrs_gpu_pcie {
  * struct nvrs_gpu_copy_engine - NVRS_IOCTL_GPU_COPY_ENGINE: a GPU's copy engine
  * @index: in: GPU index
  * @flags: out: NVRS_CE_*; without NVRS_CE_IN_USE the counters are zero (the
- *	CPU scrubs and compacts, as on the emulated GPUs)
+ *	CPU scrubs and compacts, as on the emulated GPUs, or the engine stopped
+ *	answering and nvrs no longer uses it)
  * @launches: out: transfers the engine carried out since the GPU's reset
  *	(the GPU model counts 32 bits, which wrap)
  * @bytes: out: bytes it copied or filled since then

@@ -431,7 +431,7 @@ impl Allocation {
         let bar1 = self.mem().reach.bar1();
         let n = usize::try_from(len / P2P_PAGE_SIZE)?;
         // Allocated before the lock, which is on the pin path.
-        let mut pages = KVec::with_capacity(if bar1.is_some() { n } else { 0 }, GFP_KERNEL)?;
+        let mut pages = KVVec::with_capacity(if bar1.is_some() { n } else { 0 }, GFP_KERNEL)?;
         let mut st = self.state.lock();
         if st.released || self.backing.mem.is_gone() {
             return Err(ENOENT);

@@ -111,9 +111,11 @@ impl Allocation {
             return Err(e);
         }
         // Through BAR1, the allocation's CPU run maps its pages in order: the piece's entries
-        // must point at the copy before the old chunk goes back.
-        if let (Some(bar1), Some((va, _))) = (mem.reach.bar1(), st.cpu_window) {
-            if let Err(e) = bar1.remap(va + off, mv.to, len) {
+        // must point at the copy before the old chunk goes back. Only the run's own: a piece
+        // may be longer than the allocation (a contiguous one rounded up to its root), and the
+        // slots past the run are other owners'.
+        if let (Some(bar1), Some(run)) = (mem.reach.bar1(), st.cpu_window) {
+            if let Err(e) = bar1.remap(run, off, mv.to, len) {
                 // BAR1 may reach either chunk now (the space is broken, and the GPU hands
                 // nothing out any more): neither goes back, and the allocation's memory never
                 // does ([`crate::mem::backing::Backing`]'s `stuck`).
@@ -161,8 +163,10 @@ impl Allocation {
 
 /// Compacts `mem` until `goal` fits, as far as its movable memory allows.
 pub(crate) fn compact(mem: &Arc<FbMemory>, goal: Goal) -> Result<Report> {
-    // Compaction copies through a flat aperture; through BAR1 it needs the copy engine.
+    // Compaction copies through a flat aperture; through BAR1 it needs the copy engine, and a
+    // BAR1 that still works.
     mem.reach.can_copy()?;
+    mem.blocked()?;
     let mut one = mem.compacting.lock();
     // This compaction's number: it marks the allocations it has looked at.
     *one += 1;
@@ -210,6 +214,10 @@ pub(crate) fn compact(mem: &Arc<FbMemory>, goal: Goal) -> Result<Report> {
         }
         for a in batch.iter().flatten() {
             for (i, mv) in a.planned(plan) {
+                // A move that broke BAR1 stops the compaction.
+                if mem.blocked().is_err() {
+                    break;
+                }
                 if a.move_piece(i, mv).is_ok() {
                     report.moved += 1;
                     report.bytes += mv.size;

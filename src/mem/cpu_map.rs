@@ -103,7 +103,7 @@ impl Allocation {
         };
         let n = usize::try_from(self.span.len() / P2P_PAGE_SIZE)?;
         // Allocated before the lock, which is on the pin path.
-        let mut pages = KVec::with_capacity(n, GFP_KERNEL)?;
+        let mut pages = KVVec::with_capacity(n, GFP_KERNEL)?;
         let mut st = self.state.lock();
         if st.released || self.mem().is_gone() {
             return Err(ENOENT);

@@ -177,7 +177,7 @@ impl Backing {
             return Err(EOPNOTSUPP);
         }
         if let Some(bar1) = self.mem.reach.bar1() {
-            let mut pages = KVec::new();
+            let mut pages = KVVec::new();
             for (i, p) in self.pieces.iter().enumerate() {
                 for k in 0..self.piece_len(i) / P2P_PAGE_SIZE {
                     pages.push(p.fb_offset() + k * P2P_PAGE_SIZE, GFP_KERNEL)?;

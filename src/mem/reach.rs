@@ -43,7 +43,7 @@ pub(crate) enum Reach {
     Bar1 {
         /// The GPU's BAR1.
         bar1: Arc<Bar1Space>,
-        /// Scrubs (and, later, compaction) go through it; without it the CPU scrubs
+        /// Scrubs and compaction go through it; without it the CPU scrubs
         /// through BAR1.
         ce: Option<Arc<ModelCe>>,
     },

@@ -190,6 +190,20 @@ for spec in "$@"; do
 		"^stats gpu $i version 4 .* compactions 1 compacted_bytes [1-9][0-9]*$" /tmp/tool.out
 	expect_eq "$bdf: one dmesg line tells what it moved, all it planned" 1 \
 		"$(dmesg_new | grep -cE "compaction for $roots free roots: moved ([1-9][0-9]*) of \\1 planned chunks")"
+	# A contiguous allocation smaller than its root moves as the whole root,
+	# but its CPU run in BAR1 is one slot: only that slot may be remapped, not
+	# the 31 after it, which the next CPU mapping's run takes (next fit). C
+	# sits in root 2 after a freed root 0 and D's root 1, so asking for all
+	# roots but two to be free in one piece moves C into root 0; D, mapped
+	# after C, must still read its own word.
+	tool "$bdf: compaction moves a 64 KiB contiguous allocation; the next CPU run stays D's" \
+		alloc F $i 2M \; alloc D $i 64K \; alloc C $i 64K contig \; free F \; \
+		wr C 0x100 0x0c0c0c0c \; wr D 0x100 0x0d0d0d0d \; \
+		sh "echo $((roots - 1)) > $D/$bdf/compact" \; stats $i \; \
+		rd C 0x100 0x0c0c0c0c \; rd D 0x100 0x0d0d0d0d \; alloc E $i 64K \; \
+		free C \; free D \; free E
+	check "$bdf: the compaction moved C's root" grep -qE \
+		"^stats gpu $i version 4 .* compactions 2 compacted_bytes $((1048576 + 2097152))$" /tmp/tool.out
 	l2=$(sed -n 's/^copy_engine: model, \([0-9]*\) launches.*/\1/p' $info)
 	expect_eq "$bdf: with the copy engine" yes \
 		"$([ -n "$l1" ] && [ "${l2:-0}" -gt "$l1" ] && echo yes || echo no)"
