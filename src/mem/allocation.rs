@@ -41,6 +41,7 @@ use kernel::{
 };
 
 use crate::{
+    bar1::Bar1Space,
     helpers::{
         self,
         MappedInode, //
@@ -438,14 +439,7 @@ impl Allocation {
         }
         let window = match bar1 {
             None => None,
-            Some(b) => {
-                for i in 0..u64::try_from(n)? {
-                    let fb = self.fb_offset_at(off + i * P2P_PAGE_SIZE).ok_or(EINVAL)?;
-                    pages.push_within_capacity(fb).map_err(|_| EINVAL)?;
-                }
-                // Nothing stays mapped on failure ([`crate::bar1::Bar1Space::map`]).
-                Some((b.map(&pages, false)?, n))
-            }
+            Some(b) => Some(self.map_bar1_run(b, off, n, &mut pages)?),
         };
         if let Err(e) = self.pin_pieces(self.piece_range(0, self.span.len()), true) {
             self.release_window(window);
@@ -478,13 +472,29 @@ impl Allocation {
         self.give_back_if_unused();
     }
 
+    /// Maps `n` pages of the allocation from byte `off`, in order, at a new BAR1 run and
+    /// returns it (BAR1 offset, pages). `pages` has room for `n`, allocated before the caller
+    /// took the allocation's lock, which it holds (no piece moves meanwhile). Nothing stays
+    /// mapped on failure ([`Bar1Space::map`]).
+    pub(super) fn map_bar1_run(
+        &self,
+        bar1: &Bar1Space,
+        off: u64,
+        n: usize,
+        pages: &mut KVVec<u64>,
+    ) -> Result<(u64, usize)> {
+        for i in 0..u64::try_from(n)? {
+            let fb = self.fb_offset_at(off + i * P2P_PAGE_SIZE).ok_or(EINVAL)?;
+            pages.push_within_capacity(fb).map_err(|_| EINVAL)?;
+        }
+        Ok((bar1.map(pages, false)?, n))
+    }
+
     /// Unmaps a BAR1 run that mapped some of the allocation's pages; if BAR1 may still reach
-    /// them, the memory never goes back ([`Self::keep_memory`]).
+    /// them, the memory never goes back ([`Backing::release_run`]).
     fn release_window(&self, window: Option<(u64, usize)>) {
-        if let Some((va, pages)) = window {
-            if !self.backing.mem.reach.release(va, pages) {
-                self.keep_memory();
-            }
+        if let Some(run) = window {
+            self.backing.release_run(run);
         }
     }
 

@@ -116,6 +116,16 @@ impl Drop for Backing {
 }
 
 impl Backing {
+    /// Unmaps a BAR1 run (BAR1 offset, pages) that mapped some of the memory; false if BAR1 may
+    /// still reach it, which then never goes back ([`Backing::stuck`]).
+    pub(super) fn release_run(&self, (va, pages): (u64, usize)) -> bool {
+        let released = self.mem.reach.release(va, pages);
+        if !released {
+            self.stuck.store(true, Relaxed);
+        }
+        released
+    }
+
     /// Bytes of memory in piece `i`: for a contiguous run, all of its roots, although the VAs
     /// cover only the requested size (the rest of the last root is scrubbed and returned too).
     pub(super) fn piece_len(&self, i: usize) -> u64 {
@@ -158,9 +168,8 @@ impl Backing {
             return;
         }
         // The block layer let go of every page: BAR1 stops reaching them before they go back.
-        if let Some((va, n)) = self.p2p_window {
-            if !self.mem.reach.release(va, n) {
-                self.stuck.store(true, Relaxed);
+        if let Some(run) = self.p2p_window {
+            if !self.release_run(run) {
                 return;
             }
         }

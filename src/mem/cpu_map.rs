@@ -112,12 +112,7 @@ impl Allocation {
         if st.cpu_window.is_some() || self.backing.p2p_window.is_some() {
             return Ok(());
         }
-        for i in 0..u64::try_from(n)? {
-            let fb = self.fb_offset_at(i * P2P_PAGE_SIZE).ok_or(EINVAL)?;
-            pages.push_within_capacity(fb).map_err(|_| EINVAL)?;
-        }
-        // Nothing stays mapped on failure ([`crate::bar1::Bar1Space::map`]).
-        st.cpu_window = Some((bar1.map(&pages, false)?, n));
+        st.cpu_window = Some(self.map_bar1_run(bar1, 0, n, &mut pages)?);
         Ok(())
     }
 

@@ -201,11 +201,9 @@ impl Backing {
                     let _ = self.mem.pmm.lock().p2p_unpin(p.id());
                 }
                 self.undo_pages(i);
-                if let Some((va, n)) = self.p2p_window.take() {
+                if let Some(run) = self.p2p_window.take() {
                     // Nobody could reach the pages; if BAR1 still maps them, they stay.
-                    if !self.mem.reach.release(va, n) {
-                        self.stuck.store(true, Relaxed);
-                    }
+                    self.release_run(run);
                 }
                 return Err(e);
             }
