@@ -9,10 +9,16 @@
 # tests/vm/tcg_profile/symbolize.py prints them per function and operation.
 #   pmm [TRACE]: one trace of the memory-manager benchmark (default
 #                uniform_64k_1G; both nvrs and gpu_buddy run it), per step;
-#   pin:         108200 64 KiB nvidia_p2p_get_pages + put_pages (8200 fill the
-#                quarantine ring), per pair.
-# The table covers the whole run (boot, setup) divided by the operations, so
-# only the functions the operations call read as per-operation costs.
+#   pin:         64 KiB nvidia_p2p_get_pages + put_pages of the pieces of
+#                1 GiB in turn, and its make bench anchor,
+#                pin_user_pages_fast(FOLL_LONGTERM) + unpin_user_pages of
+#                64 KiB pieces of 1 GiB in huge pages, per pair. Each side
+#                boots twice, with 1000 and 101000 pairs, and the first
+#                boot's counts are subtracted from the second's function by
+#                function: the tables are the pairs' own cost, boot and setup
+#                cancelled out, with its total.
+# The pmm table covers the whole run (boot, setup) divided by the operations,
+# so only the functions the operations call read as per-operation costs.
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -30,7 +36,7 @@ pmm)
 	init_1T) per=9 ;;
 	*) die "unknown trace $trace" ;;
 	esac ;;
-pin) per=108200 ;;
+pin) per=100000 ;;
 *) die "usage: $0 pmm [TRACE] | pin" ;;
 esac
 
@@ -38,21 +44,44 @@ nvrs_bootstrap bench
 NVRS_BENCH=1 nvrs_build
 mkdir -p "$OUT"
 plugin=$OUT/tb_count.so
-counts=$OUT/tb_count.txt
-log=$OUT/tcg-profile-console.log
 gcc -Wall -O2 -shared -fPIC -o "$plugin" "$TESTS/vm/tcg_profile/tb_count.c" ||
 	die "cannot build the QEMU plugin"
-python3 "$TESTS/vm/run.py" "${VM_MODULES[@]}" --scenario "tcgprofile_$what" \
-	--append "nvrs_profile=$trace" --plugin "$plugin,out=$counts" --mem 3072 --mem-prealloc \
-	--gpu GH100:2048 --gpu GA100:2048 --timeout 900 --log "$log" >/dev/null ||
-	die "the profiled VM run failed (log: $log)"
-modules=()
-while read -r name addr; do
-	case $name in
-	nvrs) modules+=(--module "$ROOT/nvrs.ko@$addr") ;;
-	nvrs_consumer) modules+=(--module "$ROOT/tests/consumer/nvrs_consumer.ko@$addr") ;;
-	esac
-done < <(sed -n 's/.*tcg-profile: module \([a-z_]*\) \(0x[0-9a-f]*\).*/\1 \2/p' "$log")
+# boot NAME APPEND: one profiled boot; its counts in $OUT/NAME.txt, its
+# modules' load addresses as symbolize.py's --module arguments in $OUT/NAME.mods.
+boot() {
+	local log=$OUT/tcg-profile-$1-console.log
+	python3 "$TESTS/vm/run.py" "${VM_MODULES[@]}" --scenario "tcgprofile_$what" \
+		--append "nvrs_profile=$2" --plugin "$plugin,out=$OUT/$1.txt" --mem 3072 \
+		--mem-prealloc --gpu GH100:2048 --gpu GA100:2048 --timeout 900 --log "$log" \
+		>/dev/null || die "the profiled VM run failed (log: $log)"
+	sed -n 's/.*tcg-profile: module \([a-z_]*\) \(0x[0-9a-f]*\).*/\1 \2/p' "$log" |
+		while read -r name addr; do
+			case $name in
+			nvrs) echo "$ROOT/nvrs.ko@$addr" ;;
+			nvrs_consumer) echo "$ROOT/tests/consumer/nvrs_consumer.ko@$addr" ;;
+			esac
+		done >"$OUT/$1.mods"
+	[ -s "$OUT/$1.mods" ] || die "no module addresses in $log"
+}
+# mods NAME FLAG: the --module (or --base-module) arguments of boot NAME.
+mods() {
+	sed "s/^/$2 /" "$OUT/$1.mods"
+}
+symbolize() {
+	python3 "$TESTS/vm/tcg_profile/symbolize.py" --system-map "$KDIR/System.map" "$@"
+}
+if [ "$what" = pin ]; then
+	for side in nvrs gup; do
+		boot "$side-base" "$side:1000"
+		boot "$side" "$side:101000"
+		echo "== pin: $side, per 64 KiB pin + unpin under TCG (101000 - 1000 boots) =="
+		# shellcheck disable=SC2046 # one argument per word
+		symbolize "$OUT/$side.txt" $(mods "$side" --module) --base "$OUT/$side-base.txt" \
+			$(mods "$side-base" --base-module) --per "$per" --top 40
+	done
+	exit 0
+fi
+boot "$what" "$trace"
 echo "== $what ${2:+$trace }under TCG: per operation ($per), whole run =="
-python3 "$TESTS/vm/tcg_profile/symbolize.py" "$counts" --system-map "$KDIR/System.map" \
-	"${modules[@]}" --per "$per"
+# shellcheck disable=SC2046
+symbolize "$OUT/$what.txt" $(mods "$what" --module) --per "$per"
