@@ -134,6 +134,42 @@ impl AllocState {
     }
 }
 
+/// A range of an allocation's 64 KiB pages as runs of pages contiguous in GPU memory, one per
+/// piece, in order ([`Allocation::fb_runs`]): each piece is looked up once, not each page (a
+/// 2 MiB pin's 32 pages are one root, one run). Items are (framebuffer offset, pages). Ends
+/// early if the range leaves the allocation, so callers check the count.
+pub(crate) struct FbRuns<'a> {
+    alloc: &'a Allocation,
+    /// The next page's offset in the allocation, and the end of the range.
+    off: u64,
+    end: u64,
+}
+
+impl Iterator for FbRuns<'_> {
+    type Item = (u64, u64);
+
+    fn next(&mut self) -> Option<(u64, u64)> {
+        if self.off >= self.end {
+            return None;
+        }
+        let layout = &self.alloc.backing.layout;
+        let (i, within) = layout.locate(self.off)?;
+        let piece = self.alloc.backing.pieces.get(usize::try_from(i).ok()?)?;
+        let to = (self.off - within + layout.piece_len(i)).min(self.end);
+        let pages = (to - self.off) / P2P_PAGE_SIZE;
+        if pages == 0 {
+            return None;
+        }
+        self.off += pages * P2P_PAGE_SIZE;
+        Some((piece.fb_offset() + within, pages))
+    }
+}
+
+/// The framebuffer offset of each page of [`FbRuns`], in order.
+pub(crate) fn pages_of(runs: FbRuns<'_>) -> impl Iterator<Item = u64> + '_ {
+    runs.flat_map(|(fb, n)| (0..n).map(move |k| fb + k * P2P_PAGE_SIZE))
+}
+
 /// GPU memory at a range of GPU VAs.
 #[pin_data(PinnedDrop)]
 pub(crate) struct Allocation {
@@ -298,6 +334,16 @@ impl Allocation {
         let (i, within) = self.backing.layout.locate(off)?;
         let p = self.backing.pieces.get(usize::try_from(i).ok()?)?;
         Some(p.fb_offset() + within)
+    }
+
+    /// The 64 KiB pages of `[off, off + len)` (64 KiB aligned), as runs contiguous in GPU
+    /// memory ([`FbRuns`]).
+    pub(crate) fn fb_runs(&self, off: u64, len: u64) -> FbRuns<'_> {
+        FbRuns {
+            alloc: self,
+            off,
+            end: off.saturating_add(len),
+        }
     }
 
     /// The indexes of the pieces that back `[off, off + len)` of the allocation (empty if the
@@ -483,9 +529,12 @@ impl Allocation {
         n: usize,
         pages: &mut KVVec<u64>,
     ) -> Result<(u64, usize)> {
-        for i in 0..u64::try_from(n)? {
-            let fb = self.fb_offset_at(off + i * P2P_PAGE_SIZE).ok_or(EINVAL)?;
+        let len = u64::try_from(n)? * P2P_PAGE_SIZE;
+        for fb in pages_of(self.fb_runs(off, len)) {
             pages.push_within_capacity(fb).map_err(|_| EINVAL)?;
+        }
+        if pages.len() != n {
+            return Err(EINVAL);
         }
         Ok((bar1.map(pages, false)?, n))
     }

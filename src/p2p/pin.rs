@@ -67,6 +67,7 @@ use kernel::{
 use crate::{
     hwref::P2P_PAGE_SIZE,
     mem::{
+        allocation::pages_of,
         fb::{
             FbMemory,
             REMOVAL_WAIT, //
@@ -665,14 +666,24 @@ impl PinEntry {
             let moves = alloc.moves.load(Acquire);
             // Everything a pin needs, allocated (or reused) before any lock below is taken.
             let (block, spare) = quarantine::reuse_pin();
-            let table = TableMemory::new(block, entries, &mem.uuid, |i| match (&window, flat) {
-                (Some(w), _) => Some(w.addr(i)),
-                (None, Some(base)) => {
-                    let off = req.offset + u64::from(i) * P2P_PAGE_SIZE;
-                    alloc.fb_offset_at(off).map(|fb| base + fb)
-                }
-                (None, None) => None,
-            })?;
+            // Through BAR1 the table is the window, one run; on a flat aperture, the pieces.
+            let table = match (&window, flat) {
+                (Some(w), _) => TableMemory::new(
+                    block,
+                    entries,
+                    &mem.uuid,
+                    [(w.addr(0), u64::from(entries))].into_iter(),
+                ),
+                (None, Some(base)) => TableMemory::new(
+                    block,
+                    entries,
+                    &mem.uuid,
+                    alloc
+                        .fb_runs(req.offset, req.len)
+                        .map(|(fb, n)| (base + fb, n)),
+                ),
+                (None, None) => Err(EINVAL),
+            }?;
             let (mut pin, node) = match spare {
                 Some(s) => (s.pin, s.node),
                 None => (
@@ -713,10 +724,11 @@ impl PinEntry {
         // BAR1 maps the pages from here (the allocation's lock keeps them where they are) until
         // the pin ends ([`Self::finish`]), or the window is dropped on failure below.
         if let Some(w) = &window {
-            for i in 0..entries {
-                let off = req.offset + u64::from(i) * P2P_PAGE_SIZE;
-                let fb = alloc.fb_offset_at(off).ok_or(EINVAL)?;
+            for fb in pages_of(alloc.fb_runs(req.offset, req.len)) {
                 fb_pages.push_within_capacity(fb).map_err(|_| EINVAL)?;
+            }
+            if fb_pages.len() != usize::try_from(entries)? {
+                return Err(EINVAL);
             }
             w.fill(&fb_pages)?;
         }

@@ -19,7 +19,10 @@ use kernel::{
     prelude::*, //
 };
 
-use crate::p2p::{abi, quarantine};
+use crate::{
+    hwref::P2P_PAGE_SIZE,
+    p2p::{abi, quarantine}, //
+};
 
 /// Pages a [`TableBlock`] holds in place: one, the smallest registration (64 KiB).
 pub(crate) const INLINE_PAGES: usize = 1;
@@ -100,30 +103,40 @@ impl TableMemory {
         spilled: None,
     };
 
-    /// Builds a table of `entries` 64 KiB pages whose physical addresses `phys(i)` gives, in
-    /// `block` (one the quarantine gave back for reuse) or in a new block.
+    /// Builds a table of `entries` 64 KiB pages, whose physical addresses `runs` gives as runs
+    /// of contiguous pages (first address, pages) in order, in `block` (one the quarantine gave
+    /// back for reuse) or in a new block. `-EINVAL` unless the runs hold exactly `entries`
+    /// pages.
     pub(crate) fn new(
         block: Option<KBox<TableBlock>>,
         entries: u32,
         uuid: &[u8; abi::GPU_UUID_LEN],
-        phys: impl Fn(u32) -> Option<u64>,
+        runs: impl Iterator<Item = (u64, u64)>,
     ) -> Result<Self> {
         let n = usize::try_from(entries)?;
-        let page = |i: u32| -> Result<abi::Page> {
-            Ok(abi::Page {
-                physical_address: phys(i).ok_or(EINVAL)?,
-                ..ZERO_PAGE
-            })
+        let page = |physical_address: u64| abi::Page {
+            physical_address,
+            ..ZERO_PAGE
         };
+        let mut runs = runs;
         let spilled = if n > INLINE_PAGES {
+            // Both allocated at their size first: the loops only write.
             let mut pages = KVVec::with_capacity(n, GFP_KERNEL)?;
-            for i in 0..entries {
-                pages.push(page(i)?, GFP_KERNEL)?;
+            for (first, count) in runs.by_ref() {
+                for k in 0..count {
+                    pages
+                        .push_within_capacity(page(first + k * P2P_PAGE_SIZE))
+                        .map_err(|_| EINVAL)?;
+                }
+            }
+            if pages.len() != n {
+                return Err(EINVAL);
             }
             let mut ptrs = KVVec::with_capacity(n, GFP_KERNEL)?;
             let base = pages.as_mut_ptr();
             for i in 0..n {
-                ptrs.push(base.wrapping_add(i), GFP_KERNEL)?;
+                ptrs.push_within_capacity(base.wrapping_add(i))
+                    .map_err(|_| ENOMEM)?;
             }
             Some(Spilled { ptrs, pages })
         } else {
@@ -138,11 +151,18 @@ impl TableMemory {
         let pages = match spilled.as_ref() {
             Some(s) => s.ptrs.as_ptr().cast_mut(),
             None => {
-                for (i, (slot, ptr)) in (0u32..).zip(b.pages.iter_mut().zip(&mut b.ptrs)) {
-                    if i < entries {
-                        *slot = page(i)?;
+                let mut slots = b.pages.iter_mut().zip(&mut b.ptrs);
+                let mut filled = 0;
+                for (first, count) in runs {
+                    for k in 0..count {
+                        let (slot, ptr) = slots.next().ok_or(EINVAL)?;
+                        *slot = page(first + k * P2P_PAGE_SIZE);
                         *ptr = core::ptr::from_mut(slot);
+                        filled += 1;
                     }
+                }
+                if filled != n {
+                    return Err(EINVAL);
                 }
                 b.ptrs.as_mut_ptr()
             }

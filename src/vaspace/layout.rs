@@ -44,6 +44,17 @@ impl Layout {
         }
     }
 
+    /// Length of piece `i` (0 past the last).
+    pub(crate) fn piece_len(&self, i: u64) -> u64 {
+        if i < self.bulk {
+            self.bulk_len
+        } else if i < self.pieces() {
+            P2P_PAGE_SIZE
+        } else {
+            0
+        }
+    }
+
     /// The piece holding byte `off` and the offset within it.
     pub(crate) fn locate(&self, off: u64) -> Option<(u64, u64)> {
         if off >= self.len() {

@@ -74,6 +74,16 @@ check "  and the exit gave the memory back" \
 tool "the same on GPU1" \
 	alloc A 1 2M \; ctl pin 0 @A 0x200000 \; ctl map 0 \; \
 	ctl dma 0 0x1f0000 0x33330000 \; sh "$HOSTSYNC" \; rd A 0x1f0000 0x33330000 \; ctl put 0 \; free A
+# A pin that starts inside a piece and crosses into the next ones: a 2 MiB
+# root then two 64 KiB pieces, pinned from the root's last page on. Each
+# entry must be its own page, wherever in its piece it lies.
+tool "a pin from inside a root across two 64 KiB pieces maps its own pages" \
+	alloc A 0 0x220000 \; ctl pin 0 @A+0x1f0000 0x30000 \; ctl map 0 \; \
+	ctl dma 0 0x1000 0x77770000 \; ctl dma 0 0x11000 0x78780000 \; \
+	ctl dma 0 0x21000 0x79790000 \; sh "$HOSTSYNC" \; \
+	rd A 0x1f1000 0x77770000 \; rd A 0x201000 0x78780000 \; rd A 0x211000 0x79790000 \; \
+	rd A 0x1000 0 \; ctl put 0 \; free A
+check "  pinned: 3 entries" grep -qE "^pinned va 0x[0-9a-f]+ len 0x30000 entries 3 " /tmp/tool.out
 # 8200 pins fill the quarantine ring (8192 tables), so the next tables are
 # reused ones: they must describe their own memory, not their last pin's.
 tool "a table reused from the full quarantine ring maps its own memory" \

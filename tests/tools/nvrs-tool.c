@@ -6,7 +6,7 @@
  * nvidia_p2p_get_pages() looks VAs up in the calling process, so allocating
  * memory and asking the consumer to pin it must happen in the same process:
  * this tool runs a list of commands in order and keeps allocations in named
- * slots (A-Z). "@A" in a ctl text is replaced by slot A's VA.
+ * slots (A-Z). "@A" in a ctl text is replaced by slot A's VA, "@A+OFF" by that plus OFF.
  *
  *   count                      print the number of GPUs
  *   info GPU                   print a GPU's info
@@ -322,7 +322,7 @@ static void disarm(void)
 }
 
 /*
- * Writes the words of @argv (with "@A" and "%A" replaced) to the control file
+ * Writes the words of @argv (with "@A", "@A+OFF" and "%A" replaced) to the control file
  * @path as one text and prints the file's reply.
  */
 static int do_ctl_at(const char *path, char *const *argv, int argc)
@@ -336,8 +336,16 @@ static int do_ctl_at(const char *path, char *const *argv, int argc)
 		const char *w = argv[i];
 
 		if (w[0] == '@') {
+			/* "@A" or "@A+OFF": the slot's VA, plus an offset. */
+			char name[2] = { w[1], 0 };
+			unsigned long long off = 0;
+
+			if (w[1] && w[2] == '+')
+				off = strtoull(w + 3, NULL, 0);
+			else if (w[1] && w[2])
+				slot(w + 1);
 			snprintf(word, sizeof(word), "0x%llx",
-				 (unsigned long long)slot_va[slot(w + 1)]);
+				 (unsigned long long)slot_va[slot(name)] + off);
 			w = word;
 		} else if (w[0] == '%') {
 			snprintf(word, sizeof(word), "%d", slot_fd[slot(w + 1)]);

@@ -224,10 +224,14 @@ fn layout_locates_in_constant_time() {
         "runs past the end"
     );
     assert_eq!(l.pieces_in(u64::MAX, 2), 0..0, "overflow");
-    // Every piece starts where `locate` says it does.
+    // Every piece starts where `locate` says it does, and ends where the next starts.
     for i in [0, 1, 511, 512, 514] {
         assert_eq!(l.locate(l.offset_of(i)), Some((i, 0)));
+        assert_eq!(l.offset_of(i) + l.piece_len(i), l.offset_of(i + 1));
     }
+    assert_eq!(l.piece_len(0), M2);
+    assert_eq!(l.piece_len(512), K64);
+    assert_eq!(l.piece_len(515), 0, "past the last piece");
     // A contiguous run is one piece.
     let c = Layout {
         bulk: 1,
