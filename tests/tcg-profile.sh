@@ -9,10 +9,11 @@
 # tests/vm/tcg_profile/symbolize.py prints them per function and operation.
 #   pmm [TRACE]: one trace of the memory-manager benchmark (default
 #                uniform_64k_1G; both nvrs and gpu_buddy run it), per step;
-#   pin:         64 KiB nvidia_p2p_get_pages + put_pages of the pieces of
-#                1 GiB in turn, and its make bench anchor,
-#                pin_user_pages_fast(FOLL_LONGTERM) + unpin_user_pages of
-#                64 KiB pieces of 1 GiB in huge pages, per pair. Each side
+#   pin [LEN]:   nvidia_p2p_get_pages + put_pages of the LEN pieces
+#                (default 0x10000, 64 KiB) of 1 GiB in turn, and its make
+#                bench anchor, pin_user_pages_fast(FOLL_LONGTERM) +
+#                unpin_user_pages of LEN pieces of 1 GiB in huge pages, per
+#                pair. Each side
 #                boots twice, with 1000 and 101000 pairs, and the first
 #                boot's counts are subtracted from the second's function by
 #                function: the tables are the pairs' own cost, boot and setup
@@ -26,6 +27,7 @@ die() { echo "tcg-profile: $*" >&2; exit 1; }
 
 what=${1:-pmm}
 trace=${2:-uniform_64k_1G}
+[ "$what" = pin ] && trace=${2:-0x10000}
 case $what in
 pmm)
 	case $trace in
@@ -37,7 +39,7 @@ pmm)
 	*) die "unknown trace $trace" ;;
 	esac ;;
 pin) per=100000 ;;
-*) die "usage: $0 pmm [TRACE] | pin" ;;
+*) die "usage: $0 pmm [TRACE] | pin [LEN]" ;;
 esac
 
 nvrs_bootstrap bench
@@ -72,9 +74,9 @@ symbolize() {
 }
 if [ "$what" = pin ]; then
 	for side in nvrs gup; do
-		boot "$side-base" "$side:1000"
-		boot "$side" "$side:101000"
-		echo "== pin: $side, per 64 KiB pin + unpin under TCG (101000 - 1000 boots) =="
+		boot "$side-base" "$side:1000:$trace"
+		boot "$side" "$side:101000:$trace"
+		echo "== pin: $side, per pin + unpin of $trace bytes under TCG (101000 - 1000 boots) =="
 		# shellcheck disable=SC2046 # one argument per word
 		symbolize "$OUT/$side.txt" $(mods "$side" --module) --base "$OUT/$side-base.txt" \
 			$(mods "$side-base" --base-module) --per "$per" --top 40
