@@ -666,13 +666,23 @@ impl PinEntry {
             let moves = alloc.moves.load(Acquire);
             // Everything a pin needs, allocated (or reused) before any lock below is taken.
             let (block, spare) = quarantine::reuse_pin();
-            // Through BAR1 the table is the window, one run; on a flat aperture, the pieces.
+            // Through BAR1 the table is the window, one run; on a flat aperture, the pieces
+            // (one page, the most common pin, is one lookup).
             let table = match (&window, flat) {
                 (Some(w), _) => TableMemory::new(
                     block,
                     entries,
                     &mem.uuid,
                     [(w.addr(0), u64::from(entries))].into_iter(),
+                ),
+                (None, Some(base)) if entries == 1 => TableMemory::new(
+                    block,
+                    entries,
+                    &mem.uuid,
+                    alloc
+                        .fb_offset_at(req.offset)
+                        .map(|fb| (base + fb, 1))
+                        .into_iter(),
                 ),
                 (None, Some(base)) => TableMemory::new(
                     block,
