@@ -165,11 +165,6 @@ impl Iterator for FbRuns<'_> {
     }
 }
 
-/// The framebuffer offset of each page of [`FbRuns`], in order.
-pub(crate) fn pages_of(runs: FbRuns<'_>) -> impl Iterator<Item = u64> + '_ {
-    runs.flat_map(|(fb, n)| (0..n).map(move |k| fb + k * P2P_PAGE_SIZE))
-}
-
 /// GPU memory at a range of GPU VAs.
 #[pin_data(PinnedDrop)]
 pub(crate) struct Allocation {
@@ -344,6 +339,24 @@ impl Allocation {
             off,
             end: off.saturating_add(len),
         }
+    }
+
+    /// Appends the framebuffer offsets of the `n` 64 KiB pages at `off` to `pages`, which has
+    /// room for them (what a BAR1 run maps); `-EINVAL` unless all `n` are in the allocation.
+    pub(crate) fn list_fb_pages(&self, off: u64, n: usize, pages: &mut KVVec<u64>) -> Result {
+        let start = pages.len();
+        let len = u64::try_from(n)? * P2P_PAGE_SIZE;
+        for (fb, count) in self.fb_runs(off, len) {
+            for k in 0..count {
+                pages
+                    .push_within_capacity(fb + k * P2P_PAGE_SIZE)
+                    .map_err(|_| EINVAL)?;
+            }
+        }
+        if pages.len() - start != n {
+            return Err(EINVAL);
+        }
+        Ok(())
     }
 
     /// The indexes of the pieces that back `[off, off + len)` of the allocation (empty if the
@@ -529,13 +542,7 @@ impl Allocation {
         n: usize,
         pages: &mut KVVec<u64>,
     ) -> Result<(u64, usize)> {
-        let len = u64::try_from(n)? * P2P_PAGE_SIZE;
-        for fb in pages_of(self.fb_runs(off, len)) {
-            pages.push_within_capacity(fb).map_err(|_| EINVAL)?;
-        }
-        if pages.len() != n {
-            return Err(EINVAL);
-        }
+        self.list_fb_pages(off, n, pages)?;
         Ok((bar1.map(pages, false)?, n))
     }
 

@@ -30,6 +30,7 @@
 use core::{ffi::c_void, ops::Range};
 
 use kernel::{
+    alloc::KVVec,
     list::{
         AtomicTracker,
         ListArc,
@@ -67,7 +68,6 @@ use kernel::{
 use crate::{
     hwref::P2P_PAGE_SIZE,
     mem::{
-        allocation::pages_of,
         fb::{
             FbMemory,
             REMOVAL_WAIT, //
@@ -656,7 +656,7 @@ impl PinEntry {
         // allocated) before any lock is taken: its table holds BAR1 addresses, mapped under the
         // allocation's lock below. On a flat aperture it holds aperture addresses.
         let window = mem.reach.reserve(usize::try_from(entries)?)?;
-        let mut fb_pages = KVec::new();
+        let mut fb_pages = KVVec::new();
         if window.is_some() {
             fb_pages.reserve(usize::try_from(entries)?, GFP_KERNEL)?;
         }
@@ -734,12 +734,7 @@ impl PinEntry {
         // BAR1 maps the pages from here (the allocation's lock keeps them where they are) until
         // the pin ends ([`Self::finish`]), or the window is dropped on failure below.
         if let Some(w) = &window {
-            for fb in pages_of(alloc.fb_runs(req.offset, req.len)) {
-                fb_pages.push_within_capacity(fb).map_err(|_| EINVAL)?;
-            }
-            if fb_pages.len() != usize::try_from(entries)? {
-                return Err(EINVAL);
-            }
+            alloc.list_fb_pages(req.offset, usize::try_from(entries)?, &mut fb_pages)?;
             w.fill(&fb_pages)?;
         }
         // The peer may write the memory from now on: scrub it when it goes back.

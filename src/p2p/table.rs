@@ -111,14 +111,13 @@ impl TableMemory {
         block: Option<KBox<TableBlock>>,
         entries: u32,
         uuid: &[u8; abi::GPU_UUID_LEN],
-        runs: impl Iterator<Item = (u64, u64)>,
+        mut runs: impl Iterator<Item = (u64, u64)>,
     ) -> Result<Self> {
         let n = usize::try_from(entries)?;
         let page = |physical_address: u64| abi::Page {
             physical_address,
             ..ZERO_PAGE
         };
-        let mut runs = runs;
         let spilled = if n > INLINE_PAGES {
             // Both allocated at their size first: the loops only write.
             let mut pages = KVVec::with_capacity(n, GFP_KERNEL)?;
